@@ -1,0 +1,149 @@
+"""Optimization combos: how a training step is run (precision, layout, backend flags).
+
+A combo never changes what is computed, only how. Its global backend flags are applied
+as a scope (:meth:`Combo.flags`) that restores every flag it touched on exit, so nothing
+leaks from one combo or test into the next.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Iterator, Optional
+
+import torch
+
+from meddpm.errors import UserError
+
+
+@dataclass(frozen=True)
+class Combo:
+    """One way to run the model.
+
+    ``tf32`` allows TF32 tensor cores for float32 convolutions and matmuls (False means
+    strict IEEE float32, whatever the framework's defaults); ``channels_last`` keeps the
+    model and its inputs in channels-last-3d; ``autocast_dtype`` is the autocast dtype or None;
+    ``cudnn_benchmark`` lets cuDNN autotune its algorithms.
+    """
+
+    name: str
+    description: str
+    tf32: bool = False
+    channels_last: bool = False
+    autocast_dtype: Optional[torch.dtype] = None
+    cudnn_benchmark: bool = False
+
+    @property
+    def memory_format(self) -> torch.memory_format:
+        """Layout for the model's parameters and 5-D inputs."""
+        return torch.channels_last_3d if self.channels_last else torch.contiguous_format
+
+    def flags(self) -> contextlib.AbstractContextManager[None]:
+        """This combo's global backend flags; every flag is restored on exit."""
+        return backend_flags(tf32=self.tf32, cudnn_benchmark=self.cudnn_benchmark)
+
+    def autocast(self, device: torch.device | str) -> contextlib.AbstractContextManager[object]:
+        """Autocast for the forward pass (a no-op for full-precision combos)."""
+        if self.autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=torch.device(device).type, dtype=self.autocast_dtype)
+
+
+COMBOS: dict[str, Combo] = {
+    c.name: c
+    for c in [
+        Combo("baseline", "strict FP32, contiguous NCDHW, eager"),
+        Combo("opt1", "TF32 tensor cores", tf32=True),
+        Combo("opt2", "channels-last-3d, TF32 off", channels_last=True),
+        Combo("opt12", "TF32 + channels-last-3d", tf32=True, channels_last=True),
+        Combo("amp_bf16", "bf16 autocast", autocast_dtype=torch.bfloat16),
+    ]
+}
+
+
+def get_combo(name: str) -> Combo:
+    """The combo called ``name``, or a :class:`UserError` listing the valid names."""
+    try:
+        return COMBOS[name]
+    except KeyError:
+        raise UserError(f"unknown combo {name!r}; choose from {', '.join(COMBOS)}") from None
+
+
+# --- global backend flags --------------------------------------------------------------
+# PyTorch >= 2.9 has per-backend ``fp32_precision`` settings beside the legacy
+# ``allow_tf32`` flags. cuDNN keeps a hidden legacy boolean that only the legacy setter
+# changes, and reading ``torch.backends.cudnn.allow_tf32`` raises unless it agrees with
+# the conv and rnn settings. So we always go through the legacy cuDNN setter first (it
+# sets all three alike) and only then pin the new-API values, both when applying a combo
+# and when restoring.
+_HAS_FP32_PRECISION = hasattr(torch.backends.cuda.matmul, "fp32_precision") and hasattr(
+    torch.backends.cudnn, "conv"
+)
+
+
+def _new_api_settings() -> dict[str, tuple[object, str]]:
+    """New-API precision settings, parents before children (a parent may reset children)."""
+    b = torch.backends
+    return {
+        "fp32_precision": (b, "fp32_precision"),
+        "cuda.matmul.fp32_precision": (b.cuda.matmul, "fp32_precision"),
+        "cudnn.fp32_precision": (b.cudnn, "fp32_precision"),
+        "cudnn.conv.fp32_precision": (b.cudnn.conv, "fp32_precision"),
+        "cudnn.rnn.fp32_precision": (b.cudnn.rnn, "fp32_precision"),
+    }
+
+
+def _legacy_cudnn_tf32() -> Optional[bool]:
+    """The legacy cuDNN TF32 flag, or None where mixed API use has made it unreadable."""
+    try:
+        return torch.backends.cudnn.allow_tf32
+    except RuntimeError:
+        return None
+
+
+def snapshot_flags() -> dict[str, object]:
+    """Current values of every global flag a combo may touch, keyed by dotted name."""
+    b = torch.backends
+    flags: dict[str, object] = {
+        "cudnn.allow_tf32": _legacy_cudnn_tf32(),
+        "cudnn.benchmark": b.cudnn.benchmark,
+    }
+    if _HAS_FP32_PRECISION:
+        flags.update({name: getattr(obj, attr) for name, (obj, attr) in _new_api_settings().items()})
+    else:
+        flags["cuda.matmul.allow_tf32"] = b.cuda.matmul.allow_tf32
+    return flags
+
+
+def _restore_flags(flags: dict[str, object]) -> None:
+    b = torch.backends
+    if flags["cudnn.allow_tf32"] is not None:
+        b.cudnn.allow_tf32 = flags["cudnn.allow_tf32"]
+    b.cudnn.benchmark = flags["cudnn.benchmark"]
+    if _HAS_FP32_PRECISION:
+        for name, (obj, attr) in _new_api_settings().items():
+            setattr(obj, attr, flags[name])
+    else:
+        b.cuda.matmul.allow_tf32 = flags["cuda.matmul.allow_tf32"]
+
+
+@contextlib.contextmanager
+def backend_flags(*, tf32: bool, cudnn_benchmark: bool) -> Iterator[None]:
+    """Set TF32 and cuDNN autotuning for the duration of the block, then restore them."""
+    saved = snapshot_flags()
+    try:
+        b = torch.backends
+        b.cudnn.allow_tf32 = tf32
+        if _HAS_FP32_PRECISION:
+            # Explicit values, so a global ``torch.backends.fp32_precision`` cannot
+            # be inherited by settings the legacy setter leaves at "none".
+            mode = "tf32" if tf32 else "ieee"
+            b.cuda.matmul.fp32_precision = mode
+            b.cudnn.conv.fp32_precision = mode
+            b.cudnn.rnn.fp32_precision = mode
+        else:
+            b.cuda.matmul.allow_tf32 = tf32
+        b.cudnn.benchmark = cudnn_benchmark
+        yield
+    finally:
+        _restore_flags(saved)

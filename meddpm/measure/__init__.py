@@ -1,0 +1,1 @@
+"""Measuring: timing with CUDA events, derived statistics, NVML energy and model FLOPs."""

@@ -1,0 +1,48 @@
+"""The software and hardware a measurement was taken on, recorded beside every result."""
+
+from __future__ import annotations
+
+import datetime
+import platform
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+def git_commit(path: Path | None = None) -> str:
+    """The checked-out commit of the repository at ``path`` ('unknown' outside git)."""
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=path or Path(__file__).resolve().parent,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    return out.stdout.strip() if out.returncode == 0 else "unknown"
+
+
+def environment(device: torch.device) -> dict[str, Any]:
+    """Versions, device name and compute capability, commit and UTC time."""
+    env: dict[str, Any] = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "commit": git_commit(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        "device": str(device),
+    }
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        env["gpu_name"] = props.name
+        env["compute_capability"] = f"{props.major}.{props.minor}"
+        env["gpu_memory_gib"] = round(props.total_memory / 2**30, 1)
+    else:
+        env["cpu"] = platform.processor() or platform.machine()
+        env["threads"] = torch.get_num_threads()
+    return env

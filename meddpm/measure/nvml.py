@@ -1,0 +1,104 @@
+"""NVML readings for the GPU a torch device runs on: energy counter and card state.
+
+NVML (nvidia-ml-py) is optional: where it is missing or unsupported, :func:`open_gpu`
+returns None and a reason, and callers report energy as unavailable instead of failing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import torch
+
+
+@dataclass(frozen=True)
+class GpuState:
+    """A snapshot of the card's condition, recorded beside every measurement."""
+
+    name: str
+    driver: str
+    sm_clock_mhz: int
+    sm_clock_max_mhz: int
+    mem_clock_mhz: int
+    temperature_c: int
+    power_w: float
+    power_limit_w: float
+    clock_event_reasons: tuple[str, ...]
+
+
+def _clock_event_reason_bits() -> dict[int, str]:
+    """NVML's clock-event (formerly "throttle") reason bits, named from pynvml's constants."""
+    import pynvml
+
+    prefix = "nvmlClocksEventReason"
+    bits = {}
+    for attr in dir(pynvml):
+        if attr.startswith(prefix) and attr not in (prefix + "All", prefix + "None"):
+            bits.setdefault(int(getattr(pynvml, attr)), attr[len(prefix):])
+    return bits
+
+
+def decode_clock_event_reasons(mask: int) -> tuple[str, ...]:
+    """Names of the reason bits set in an NVML clock-event mask (unknown bits in hex)."""
+    bits = _clock_event_reason_bits()
+    names = [name for bit, name in sorted(bits.items()) if mask & bit]
+    unknown = mask & ~sum(bits)
+    if unknown:
+        names.append(hex(unknown))
+    return tuple(names)
+
+
+class Gpu:
+    """An NVML handle for one torch CUDA device."""
+
+    def __init__(self, nvml: Any, handle: Any):
+        self._nvml = nvml
+        self._handle = handle
+
+    def energy_mj(self) -> Optional[int]:
+        """The card's total-energy counter in millijoules, or None if unsupported."""
+        try:
+            return int(self._nvml.nvmlDeviceGetTotalEnergyConsumption(self._handle))
+        except self._nvml.NVMLError:
+            return None
+
+    def state(self) -> GpuState:
+        """Current clocks, temperature, power and clock-event reasons."""
+        n, h = self._nvml, self._handle
+        get_reasons = getattr(n, "nvmlDeviceGetCurrentClocksEventReasons", None) or n.nvmlDeviceGetCurrentClocksThrottleReasons
+        name = n.nvmlDeviceGetName(h)
+        driver = n.nvmlSystemGetDriverVersion()
+        return GpuState(
+            name=name.decode() if isinstance(name, bytes) else name,
+            driver=driver.decode() if isinstance(driver, bytes) else driver,
+            sm_clock_mhz=n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM),
+            sm_clock_max_mhz=n.nvmlDeviceGetMaxClockInfo(h, n.NVML_CLOCK_SM),
+            mem_clock_mhz=n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_MEM),
+            temperature_c=n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU),
+            power_w=n.nvmlDeviceGetPowerUsage(h) / 1000.0,
+            power_limit_w=n.nvmlDeviceGetEnforcedPowerLimit(h) / 1000.0,
+            clock_event_reasons=decode_clock_event_reasons(get_reasons(h)),
+        )
+
+
+def open_gpu(device: torch.device) -> tuple[Optional[Gpu], str]:
+    """An NVML handle for ``device`` and "" , or None and the reason it is unavailable."""
+    if device.type != "cuda":
+        return None, "not a CUDA device"
+    try:
+        import pynvml
+    except ImportError:
+        return None, "nvidia-ml-py is not installed (pip install nvidia-ml-py)"
+    try:
+        pynvml.nvmlInit()
+        # Match by UUID: CUDA_VISIBLE_DEVICES can renumber devices, NVML never does.
+        uuid = str(torch.cuda.get_device_properties(device).uuid)
+        uuid = uuid if uuid.startswith("GPU-") else f"GPU-{uuid}"
+        try:
+            handle = pynvml.nvmlDeviceGetHandleByUUID(uuid)
+        except pynvml.NVMLError:
+            handle = pynvml.nvmlDeviceGetHandleByIndex(device.index or 0)
+    except pynvml.NVMLError as exc:
+        return None, f"NVML unsupported here ({exc})"
+    return Gpu(pynvml, handle), ""

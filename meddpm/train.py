@@ -1,0 +1,106 @@
+"""One Med-DDPM training iteration, as the original trainer runs it, under a chosen combo."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+
+from meddpm.combos import Combo
+from meddpm.config import ModelConfig
+from meddpm.data.phantom import phantom_batch
+from meddpm.diffusion import GaussianDiffusion, build_model
+
+
+@dataclass(frozen=True)
+class EmaSettings:
+    """The original trainer's EMA: decay 0.995, updated every 10 steps after step 2000.
+
+    Before ``start_step`` the EMA copy is reset to the live weights at each update.
+    """
+
+    decay: float = 0.995
+    every: int = 10
+    start_step: int = 2000
+
+
+class ExponentialMovingAverage:
+    """An EMA copy of a module's parameters."""
+
+    def __init__(self, module: torch.nn.Module, settings: EmaSettings):
+        self.settings = settings
+        self.module = module
+        self.shadow = copy.deepcopy(module).requires_grad_(False)
+
+    def update(self, step: int) -> None:
+        """Update on the original's schedule (a no-op on steps that are not due)."""
+        s = self.settings
+        if step % s.every:
+            return
+        with torch.no_grad():
+            live = list(self.module.parameters())
+            shadow = list(self.shadow.parameters())
+            if step < s.start_step:
+                torch._foreach_copy_(shadow, live)
+            else:
+                torch._foreach_lerp_(shadow, live, 1 - s.decay)
+
+
+class TrainStep:
+    """A callable that runs one training iteration: forward, L1 loss, backward, Adam step.
+
+    The batch is fixed (synthetic phantoms unless ``images``/``masks`` are given) while
+    timesteps and noise are drawn fresh each iteration, as in real training. With
+    ``grad_accumulate`` > 1 an iteration runs that many micro-batches per optimizer step,
+    as the original trainer does (it uses 2); the benchmark default is 1.
+    """
+
+    def __init__(
+        self,
+        config: ModelConfig,
+        combo: Combo,
+        batch_size: int = 1,
+        device: torch.device | str = "cpu",
+        *,
+        lr: float = 1e-5,
+        grad_accumulate: int = 1,
+        ema: Optional[EmaSettings] = None,
+        seed: int = 0,
+        images: Optional[torch.Tensor] = None,
+        masks: Optional[torch.Tensor] = None,
+    ):
+        self.config = config
+        self.combo = combo
+        self.batch_size = batch_size
+        self.device = torch.device(device)
+        self.grad_accumulate = grad_accumulate
+        self.step_count = 0
+
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            model = build_model(config)
+        self.model: GaussianDiffusion = model.to(self.device, memory_format=combo.memory_format)
+        if images is None or masks is None:
+            images, masks = phantom_batch(
+                config.volume, batch_size, config.out_channels, config.mask_channels, seed=seed
+            )
+        self.images = images.to(self.device, memory_format=combo.memory_format)
+        self.masks = masks.to(self.device, memory_format=combo.memory_format)
+        self.optimizer = torch.optim.Adam(self.model.denoiser.parameters(), lr=lr)
+        self.ema = ExponentialMovingAverage(self.model.denoiser, ema) if ema is not None else None
+
+    def __call__(self) -> torch.Tensor:
+        """Run one iteration; returns the (undivided) loss of the last micro-batch, unsynced."""
+        with self.combo.flags():
+            for _ in range(self.grad_accumulate):
+                with self.combo.autocast(self.device):
+                    loss = self.model.loss(self.images, self.masks)
+                (loss / self.grad_accumulate).backward()
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+        self.step_count += 1
+        if self.ema is not None:
+            self.ema.update(self.step_count)
+        return loss.detach()

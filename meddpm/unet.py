@@ -1,0 +1,184 @@
+"""The Med-DDPM denoiser: a guided-diffusion style 3D U-Net with timestep embedding.
+
+Block for block this follows the original (itself guided-diffusion with 3D convolutions):
+ResBlocks without scale-shift norm, single-head "legacy" attention on the flattened voxels,
+strided-conv downsampling, interpolate-then-conv upsampling, and zero-initialised output
+convolutions so that every residual branch starts as the identity.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from meddpm.config import ModelConfig
+
+
+def zero_init(module: nn.Module) -> nn.Module:
+    """Set a module's parameters to zero (residual branches start as identity)."""
+    for p in module.parameters():
+        nn.init.zeros_(p)
+    return module
+
+
+class GroupNorm32(nn.GroupNorm):
+    """GroupNorm computed in float32 and cast back, as in the original."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x.float()).type(x.dtype)
+
+
+def timestep_embedding(t: torch.Tensor, dim: int, max_period: float = 10000.0) -> torch.Tensor:
+    """Sinusoidal embedding of integer timesteps: [cos | sin] at geometric frequencies."""
+    half = dim // 2
+    freqs = torch.exp(
+        -math.log(max_period) * torch.arange(half, dtype=torch.float32, device=t.device) / half
+    )
+    args = t.float()[:, None] * freqs[None]
+    return torch.cat([torch.cos(args), torch.sin(args)], dim=-1)
+
+
+class ResBlock(nn.Module):
+    """Two norm-SiLU-conv stages with the timestep embedding added in between."""
+
+    def __init__(self, ch_in: int, ch_out: int, emb_dim: int, groups: int, dropout: float):
+        super().__init__()
+        self.in_layers = nn.Sequential(
+            GroupNorm32(groups, ch_in), nn.SiLU(), nn.Conv3d(ch_in, ch_out, 3, padding=1)
+        )
+        self.emb_layers = nn.Sequential(nn.SiLU(), nn.Linear(emb_dim, ch_out))
+        self.out_layers = nn.Sequential(
+            GroupNorm32(groups, ch_out),
+            nn.SiLU(),
+            nn.Dropout(dropout),
+            zero_init(nn.Conv3d(ch_out, ch_out, 3, padding=1)),
+        )
+        self.skip = nn.Identity() if ch_in == ch_out else nn.Conv3d(ch_in, ch_out, 1)
+
+    def forward(self, x: torch.Tensor, emb: torch.Tensor) -> torch.Tensor:
+        h = self.in_layers(x)
+        h = h + self.emb_layers(emb).type(h.dtype)[:, :, None, None, None]
+        return self.skip(x) + self.out_layers(h)
+
+
+class AttentionBlock(nn.Module):
+    """Single-head self-attention over all voxels, with a zero-initialised projection."""
+
+    def __init__(self, ch: int, groups: int):
+        super().__init__()
+        self.norm = GroupNorm32(groups, ch)
+        self.qkv = nn.Conv1d(ch, 3 * ch, 1)
+        self.proj_out = zero_init(nn.Conv1d(ch, ch, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, c, *spatial = x.shape
+        flat = x.reshape(b, c, -1)
+        q, k, v = self.qkv(self.norm(flat)).chunk(3, dim=1)
+        # Scaling q and k by ch^-1/4 each (rather than the product by ch^-1/2) keeps the
+        # logits in range for half precision, as the original does.
+        scale = 1.0 / math.sqrt(math.sqrt(c))
+        weight = torch.einsum("bct,bcs->bts", q * scale, k * scale)
+        weight = torch.softmax(weight.float(), dim=-1).type(weight.dtype)
+        h = torch.einsum("bts,bcs->bct", weight, v)
+        return (flat + self.proj_out(h)).reshape(b, c, *spatial)
+
+
+class Downsample(nn.Module):
+    """3x3x3 convolution with stride 2 in every dimension."""
+
+    def __init__(self, ch: int):
+        super().__init__()
+        self.op = nn.Conv3d(ch, ch, 3, stride=2, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.op(x)
+
+
+class Upsample(nn.Module):
+    """Trilinear interpolation by 2 in every dimension, then a 3x3x3 convolution."""
+
+    def __init__(self, ch: int):
+        super().__init__()
+        self.conv = nn.Conv3d(ch, ch, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.interpolate(x, scale_factor=2, mode="trilinear", align_corners=False)
+        return self.conv(x)
+
+
+class EmbedSequential(nn.Sequential):
+    """A sequence of blocks where ResBlocks also receive the timestep embedding."""
+
+    def forward(self, x: torch.Tensor, emb: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        for layer in self:
+            x = layer(x, emb) if isinstance(layer, ResBlock) else layer(x)
+        return x
+
+
+class UNet3D(nn.Module):
+    """The denoiser: predicts the noise in ``x`` (noisy image + mask channels) at step ``t``."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.config = config
+        c = config.model_channels
+        emb_dim = 4 * c
+        groups, dropout = config.num_groups, config.dropout
+
+        def res(ch_in: int, ch_out: int) -> ResBlock:
+            return ResBlock(ch_in, ch_out, emb_dim, groups, dropout)
+
+        self.time_embed = nn.Sequential(nn.Linear(c, emb_dim), nn.SiLU(), nn.Linear(emb_dim, emb_dim))
+
+        ch = c * config.channel_mult[0]
+        self.input_blocks = nn.ModuleList([EmbedSequential(nn.Conv3d(config.in_channels, ch, 3, padding=1))])
+        skip_channels = [ch]
+        ds = 1
+        last_level = len(config.channel_mult) - 1
+        for level, mult in enumerate(config.channel_mult):
+            for _ in range(config.num_res_blocks):
+                layers: list[nn.Module] = [res(ch, c * mult)]
+                ch = c * mult
+                if ds in config.attention_ds:
+                    layers.append(AttentionBlock(ch, groups))
+                self.input_blocks.append(EmbedSequential(*layers))
+                skip_channels.append(ch)
+            if level != last_level:
+                self.input_blocks.append(EmbedSequential(Downsample(ch)))
+                skip_channels.append(ch)
+                ds *= 2
+
+        self.middle_block = EmbedSequential(res(ch, ch), AttentionBlock(ch, groups), res(ch, ch))
+
+        self.output_blocks = nn.ModuleList()
+        for level, mult in reversed(list(enumerate(config.channel_mult))):
+            for i in range(config.num_res_blocks + 1):
+                layers = [res(ch + skip_channels.pop(), c * mult)]
+                ch = c * mult
+                if ds in config.attention_ds:
+                    layers.append(AttentionBlock(ch, groups))
+                if level and i == config.num_res_blocks:
+                    layers.append(Upsample(ch))
+                    ds //= 2
+                self.output_blocks.append(EmbedSequential(*layers))
+
+        self.out = nn.Sequential(
+            GroupNorm32(groups, ch),
+            nn.SiLU(),
+            zero_init(nn.Conv3d(ch, config.out_channels, 3, padding=1)),
+        )
+
+    def forward(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        emb = self.time_embed(timestep_embedding(t, self.config.model_channels))
+        skips = []
+        h = x
+        for block in self.input_blocks:
+            h = block(h, emb)
+            skips.append(h)
+        h = self.middle_block(h, emb)
+        for block in self.output_blocks:
+            h = block(torch.cat([h, skips.pop()], dim=1), emb)
+        return self.out(h)
