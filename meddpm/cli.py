@@ -47,7 +47,7 @@ def _parser() -> argparse.ArgumentParser:
 def resolve_device(name: str) -> torch.device:
     """The torch device for a --device value, or a UserError naming the valid choices."""
     if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        name = "cuda" if torch.cuda.is_available() else "cpu"
     try:
         device = torch.device(name)
     except RuntimeError:
@@ -59,6 +59,8 @@ def resolve_device(name: str) -> torch.device:
             raise UserError("no CUDA GPU is visible to PyTorch; use --device cpu")
         if (device.index or 0) >= torch.cuda.device_count():
             raise UserError(f"device {name!r} does not exist; this machine has {torch.cuda.device_count()} GPU(s)")
+        if device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
     return device
 
 
