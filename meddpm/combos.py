@@ -71,11 +71,10 @@ def get_combo(name: str) -> Combo:
 
 # --- global backend flags --------------------------------------------------------------
 # PyTorch >= 2.9 has per-backend ``fp32_precision`` settings beside the legacy
-# ``allow_tf32`` flags. cuDNN keeps a hidden legacy boolean that only the legacy setter
-# changes, and reading ``torch.backends.cudnn.allow_tf32`` raises unless it agrees with
-# the conv and rnn settings. So we always go through the legacy cuDNN setter first (it
-# sets all three alike) and only then pin the new-API values, both when applying a combo
-# and when restoring.
+# ``allow_tf32`` flags. cuDNN and cuBLAS keep hidden legacy state that only the legacy
+# setters change, and reading a legacy flag raises unless that state agrees with the new
+# settings. So we always go through the legacy setters first (they set both APIs alike)
+# and only then pin new-API values, both when applying a combo and when restoring.
 _HAS_FP32_PRECISION = hasattr(torch.backends.cuda.matmul, "fp32_precision") and hasattr(
     torch.backends.cudnn, "conv"
 )
@@ -133,16 +132,15 @@ def backend_flags(*, tf32: bool, cudnn_benchmark: bool) -> Iterator[None]:
     saved = snapshot_flags()
     try:
         b = torch.backends
+        # Legacy setters first: they keep the hidden legacy state readable.
         b.cudnn.allow_tf32 = tf32
+        b.cuda.matmul.allow_tf32 = tf32
         if _HAS_FP32_PRECISION:
-            # Explicit values, so a global ``torch.backends.fp32_precision`` cannot
-            # be inherited by settings the legacy setter leaves at "none".
+            # Explicit values, so a global ``torch.backends.fp32_precision`` cannot be
+            # inherited by the conv and rnn settings the legacy setter leaves at "none".
             mode = "tf32" if tf32 else "ieee"
-            b.cuda.matmul.fp32_precision = mode
             b.cudnn.conv.fp32_precision = mode
             b.cudnn.rnn.fp32_precision = mode
-        else:
-            b.cuda.matmul.allow_tf32 = tf32
         b.cudnn.benchmark = cudnn_benchmark
         yield
     finally:

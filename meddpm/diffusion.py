@@ -79,7 +79,10 @@ class GaussianDiffusion(nn.Module):
 
     def predict_noise(self, x_t: torch.Tensor, t: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """The denoiser's estimate of the noise in ``x_t`` given the one-hot ``mask``."""
-        return self.denoiser(torch.cat([x_t, mask], dim=1), t)
+        # A one-channel x_t is "contiguous" in both layouts, so cat falls back to NCDHW;
+        # keep the mask's layout so channels-last reaches the first convolution too.
+        x = torch.cat([x_t, mask], dim=1).contiguous(memory_format=_memory_format_of(mask))
+        return self.denoiser(x, t)
 
     def loss(
         self,

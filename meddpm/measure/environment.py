@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import os
 import platform
 import subprocess
 from pathlib import Path
@@ -12,7 +13,9 @@ import torch
 
 
 def git_commit(path: Path | None = None) -> str:
-    """The checked-out commit of the repository at ``path`` ('unknown' outside git)."""
+    """The checked-out commit: ``$MEDDPM_COMMIT`` if set (for copies without .git), else git's."""
+    if os.environ.get("MEDDPM_COMMIT"):
+        return os.environ["MEDDPM_COMMIT"]
     try:
         out = subprocess.run(
             ["git", "rev-parse", "HEAD"],

@@ -1,0 +1,90 @@
+"""Combos: names, scoped global flags (nothing leaks), and strict FP32 meaning strict."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from meddpm import COMBOS, TrainStep, UserError, get_combo
+from meddpm.combos import backend_flags, snapshot_flags
+
+
+def test_the_five_combos():
+    assert list(COMBOS) == ["baseline", "opt1", "opt2", "opt12", "amp_bf16"]
+    assert (COMBOS["opt1"].tf32, COMBOS["opt2"].channels_last) == (True, True)
+    assert COMBOS["opt12"].tf32 and COMBOS["opt12"].channels_last
+    assert COMBOS["amp_bf16"].autocast_dtype == torch.bfloat16
+    assert not any([COMBOS["baseline"].tf32, COMBOS["baseline"].channels_last, COMBOS["baseline"].cudnn_benchmark])
+
+
+def test_unknown_combo_names_the_choices():
+    with pytest.raises(UserError, match="unknown combo 'fastest'; choose from baseline, opt1"):
+        get_combo("fastest")
+
+
+@pytest.mark.parametrize("name", list(COMBOS))
+def test_flags_restored_after_each_combo(tiny, name):
+    before = snapshot_flags()
+    combo = COMBOS[name]
+    with combo.flags():
+        inside = snapshot_flags()
+        assert torch.backends.cudnn.allow_tf32 is combo.tf32
+        assert torch.backends.cuda.matmul.allow_tf32 is combo.tf32
+        assert torch.backends.cudnn.benchmark is combo.cudnn_benchmark
+    assert snapshot_flags() == before
+    # A whole training step under the combo leaves nothing behind either.
+    TrainStep(tiny, combo)()
+    assert snapshot_flags() == before
+    assert torch.get_default_dtype() == torch.float32
+    assert not torch.is_autocast_enabled("cpu")
+    del inside
+
+
+def test_framework_default_cudnn_tf32_is_overridden():
+    # Recent PyTorch allows TF32 for cuDNN convolutions by default; a strict baseline
+    # must switch it off, whatever the surrounding default.
+    torch.backends.cudnn.allow_tf32 = True
+    try:
+        with COMBOS["baseline"].flags():
+            assert torch.backends.cudnn.allow_tf32 is False
+            assert torch.backends.cudnn.conv.fp32_precision == "ieee"
+    finally:
+        torch.backends.cudnn.allow_tf32 = True
+
+
+def test_flags_restored_when_the_block_raises():
+    before = snapshot_flags()
+    with pytest.raises(RuntimeError, match="boom"):
+        with backend_flags(tf32=not torch.backends.cudnn.allow_tf32, cudnn_benchmark=True):
+            raise RuntimeError("boom")
+    assert snapshot_flags() == before
+
+
+def test_flags_restored_from_a_new_api_state():
+    # A user who set the new fp32_precision API before us gets exactly that state back.
+    torch.backends.cuda.matmul.fp32_precision = "tf32"
+    try:
+        before = snapshot_flags()
+        for combo in COMBOS.values():
+            with combo.flags():
+                pass
+            assert snapshot_flags() == before
+    finally:
+        torch.backends.cuda.matmul.fp32_precision = "none"
+
+
+@pytest.mark.gpu
+def test_baseline_is_strict_fp32_and_opt1_uses_tf32_on_gpu():
+    # A 3x3x3 convolution against a float64 reference: strict float32 lands far under
+    # 1e-5 relative error, TF32 (10-bit mantissa) near 1e-4..1e-3.
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(1, 64, 32, 32, 32, generator=g, dtype=torch.float64)
+    w = torch.randn(64, 64, 3, 3, 3, generator=g, dtype=torch.float64)
+    ref = F.conv3d(x, w, padding=1)
+
+    def rel_error(combo: str) -> float:
+        with COMBOS[combo].flags():
+            out = F.conv3d(x.float().cuda(), w.float().cuda(), padding=1).double().cpu()
+        return ((out - ref).norm() / ref.norm()).item()
+
+    assert rel_error("baseline") < 1e-5
+    assert rel_error("opt1") > 5e-5

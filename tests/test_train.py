@@ -1,0 +1,70 @@
+"""The training step: optimizer, gradient accumulation and the original's EMA schedule."""
+
+import torch
+
+from meddpm import COMBOS, EmaSettings, TrainStep
+
+
+def _params(module):
+    return [p.detach().clone() for p in module.parameters()]
+
+
+def test_a_step_updates_the_weights(tiny):
+    step = TrainStep(tiny, COMBOS["baseline"])
+    before = _params(step.model.denoiser)
+    loss = step()
+    after = _params(step.model.denoiser)
+    assert torch.isfinite(loss) and loss > 0
+    assert any(not torch.equal(a, b) for a, b in zip(before, after))
+    assert step.step_count == 1
+    assert all(p.grad is None for p in step.model.parameters())  # zeroed after the step
+
+
+def test_same_seed_same_model(tiny):
+    a, b = TrainStep(tiny, COMBOS["baseline"], seed=3), TrainStep(tiny, COMBOS["baseline"], seed=3)
+    assert all(torch.equal(x, y) for x, y in zip(a.model.parameters(), b.model.parameters()))
+    assert torch.equal(a.images, b.images)
+
+
+def test_gradient_accumulation_takes_one_optimizer_step(tiny, monkeypatch):
+    step = TrainStep(tiny, COMBOS["baseline"], grad_accumulate=2)
+    calls = {"backward": 0, "step": 0}
+    original_loss = step.model.loss
+
+    def counting_loss(*args, **kwargs):
+        calls["backward"] += 1
+        return original_loss(*args, **kwargs)
+
+    original_step = step.optimizer.step
+
+    def counting_step(*args, **kwargs):
+        calls["step"] += 1
+        return original_step(*args, **kwargs)
+
+    monkeypatch.setattr(step.model, "loss", counting_loss)
+    monkeypatch.setattr(step.optimizer, "step", counting_step)
+    step()
+    assert calls == {"backward": 2, "step": 1}
+
+
+def test_ema_follows_the_original_schedule(tiny):
+    step = TrainStep(tiny, COMBOS["baseline"], ema=EmaSettings(decay=0.5, every=2, start_step=4))
+    live, shadow = step.model.denoiser, step.ema.shadow
+    step()  # step 1: not due
+    assert not all(torch.equal(a, b) for a, b in zip(live.parameters(), shadow.parameters()))
+    step()  # step 2 < start: reset to the live weights
+    assert all(torch.equal(a, b) for a, b in zip(live.parameters(), shadow.parameters()))
+    old_shadow = _params(shadow)
+    step(), step()  # step 4 >= start: shadow = 0.5 shadow + 0.5 live
+    for s, old, p in zip(shadow.parameters(), old_shadow, live.parameters()):
+        torch.testing.assert_close(s, 0.5 * old + 0.5 * p.detach())
+    assert all(not p.requires_grad for p in shadow.parameters())
+
+
+def test_custom_batch_is_used(tiny):
+    images = torch.zeros(1, 1, *tiny.volume)
+    masks = -torch.ones(1, 2, *tiny.volume)
+    step = TrainStep(tiny, COMBOS["opt2"], images=images, masks=masks)
+    assert torch.equal(step.images, images)
+    assert step.images.is_contiguous(memory_format=torch.channels_last_3d)
+    assert torch.isfinite(step())
