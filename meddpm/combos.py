@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 import torch
 
@@ -72,7 +72,7 @@ def get_combo(name: str) -> Combo:
 # --- global backend flags --------------------------------------------------------------
 # PyTorch >= 2.9 has per-backend ``fp32_precision`` settings beside the legacy
 # ``allow_tf32`` flags. cuDNN and cuBLAS keep hidden legacy state that only the legacy
-# setters change, and reading a legacy flag raises unless that state agrees with the new
+# setters change (for cuBLAS it is ``torch.get_float32_matmul_precision()``), and reading a legacy flag raises unless that state agrees with the new
 # settings. So we always go through the legacy setters first (they set both APIs alike)
 # and only then pin new-API values, both when applying a combo and when restoring.
 _HAS_FP32_PRECISION = hasattr(torch.backends.cuda.matmul, "fp32_precision") and hasattr(
@@ -92,10 +92,10 @@ def _new_api_settings() -> dict[str, tuple[object, str]]:
     }
 
 
-def _legacy_cudnn_tf32() -> Optional[bool]:
-    """The legacy cuDNN TF32 flag, or None where mixed API use has made it unreadable."""
+def _legacy(read: Callable[[], object]) -> object:
+    """A legacy setting, or None where mixed API use has made it unreadable."""
     try:
-        return torch.backends.cudnn.allow_tf32
+        return read()
     except RuntimeError:
         return None
 
@@ -104,7 +104,8 @@ def snapshot_flags() -> dict[str, object]:
     """Current values of every global flag a combo may touch, keyed by dotted name."""
     b = torch.backends
     flags: dict[str, object] = {
-        "cudnn.allow_tf32": _legacy_cudnn_tf32(),
+        "cudnn.allow_tf32": _legacy(lambda: b.cudnn.allow_tf32),
+        "float32_matmul_precision": _legacy(torch.get_float32_matmul_precision),
         "cudnn.benchmark": b.cudnn.benchmark,
     }
     if _HAS_FP32_PRECISION:
@@ -118,6 +119,8 @@ def _restore_flags(flags: dict[str, object]) -> None:
     b = torch.backends
     if flags["cudnn.allow_tf32"] is not None:
         b.cudnn.allow_tf32 = flags["cudnn.allow_tf32"]
+    if flags["float32_matmul_precision"] is not None:
+        torch.set_float32_matmul_precision(flags["float32_matmul_precision"])
     b.cudnn.benchmark = flags["cudnn.benchmark"]
     if _HAS_FP32_PRECISION:
         for name, (obj, attr) in _new_api_settings().items():
@@ -128,7 +131,11 @@ def _restore_flags(flags: dict[str, object]) -> None:
 
 @contextlib.contextmanager
 def backend_flags(*, tf32: bool, cudnn_benchmark: bool) -> Iterator[None]:
-    """Set TF32 and cuDNN autotuning for the duration of the block, then restore them."""
+    """Set TF32 and cuDNN autotuning for the duration of the block, then restore them.
+
+    Every setting is restored exactly, except hidden legacy state that the caller's own
+    mixing of the old and new APIs had already made unreadable (see :func:`_legacy`).
+    """
     saved = snapshot_flags()
     try:
         b = torch.backends
