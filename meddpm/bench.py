@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import gc
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Optional
 
 import torch
 
@@ -28,12 +28,12 @@ class ComboResult:
     samples_ms: list[float]
     warmup_ms: list[float]
     flops_per_iter: int
-    peak_allocated_bytes: Optional[int] = None
-    peak_reserved_bytes: Optional[int] = None
-    energy_j_per_iter: Optional[float] = None
+    peak_allocated_bytes: int | None = None
+    peak_reserved_bytes: int | None = None
+    energy_j_per_iter: float | None = None
     energy_note: str = ""
-    gpu_state_before: Optional[GpuState] = None
-    gpu_state_after: Optional[GpuState] = None
+    gpu_state_before: GpuState | None = None
+    gpu_state_after: GpuState | None = None
     extra: dict[str, object] = field(default_factory=dict)
 
     @property
@@ -69,7 +69,7 @@ def measure_combo(
     batch_size: int = 1,
     warmup: int = 3,
     iterations: int = 10,
-    on_iteration: Optional[Callable[[], None]] = None,
+    on_iteration: Callable[[], None] | None = None,
 ) -> ComboResult:
     """Build a fresh model for ``combo``, warm it up, then time ``iterations`` training steps.
 
@@ -78,7 +78,7 @@ def measure_combo(
     """
     _release_memory(device)
     gpu, gpu_note = open_gpu(device)
-    step: Optional[TrainStep] = None
+    step: TrainStep | None = None
     try:
         step = TrainStep(config, combo, batch_size, device)
 

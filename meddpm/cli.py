@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import datetime
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn, Optional, Sequence
+from typing import NoReturn
 
 import torch
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -80,7 +81,7 @@ def _positive(name: str, value: int) -> int:
     return value
 
 
-def run(argv: Optional[Sequence[str]] = None) -> int:
+def run(argv: Sequence[str] | None = None) -> int:
     """Parse arguments, measure, print the table and write the JSON; returns the exit code."""
     args = _parser().parse_args(argv)
     device = resolve_device(args.device)
@@ -97,8 +98,11 @@ def run(argv: Optional[Sequence[str]] = None) -> int:
 
     env = environment(device)
     where = env.get("gpu_name") or env.get("cpu")
-    print(f"{PROG}: preset {config.name} {config.volume}, batch {batch}, on {device} ({where}); "
-          f"{warmup} warm-up + {iters} timed iterations per combo", file=sys.stderr)
+    print(
+        f"{PROG}: preset {config.name} {config.volume}, batch {batch}, on {device} ({where}); "
+        f"{warmup} warm-up + {iters} timed iterations per combo",
+        file=sys.stderr,
+    )
 
     results: list[ComboResult] = []
     columns = [TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
@@ -107,8 +111,13 @@ def run(argv: Optional[Sequence[str]] = None) -> int:
             task = progress.add_task(name, total=warmup + iters)
             results.append(
                 measure_combo(
-                    config, get_combo(name), device, batch_size=batch, warmup=warmup, iterations=iters,
-                    on_iteration=lambda: progress.advance(task),
+                    config,
+                    get_combo(name),
+                    device,
+                    batch_size=batch,
+                    warmup=warmup,
+                    iterations=iters,
+                    on_iteration=lambda task=task: progress.advance(task),
                 )
             )
 
@@ -144,7 +153,7 @@ def _print_gpu_state(results: Sequence[ComboResult]) -> None:
     )
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """Console entry point: user errors print one line and exit with status 2."""
     try:
         return run(argv)

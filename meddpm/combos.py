@@ -8,8 +8,8 @@ leaks from one combo or test into the next.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Callable, Iterator, Optional
 
 import torch
 
@@ -30,7 +30,7 @@ class Combo:
     description: str
     tf32: bool = False
     channels_last: bool = False
-    autocast_dtype: Optional[torch.dtype] = None
+    autocast_dtype: torch.dtype | None = None
     cudnn_benchmark: bool = False
 
     @property
@@ -72,12 +72,11 @@ def get_combo(name: str) -> Combo:
 # --- global backend flags --------------------------------------------------------------
 # PyTorch >= 2.9 has per-backend ``fp32_precision`` settings beside the legacy
 # ``allow_tf32`` flags. cuDNN and cuBLAS keep hidden legacy state that only the legacy
-# setters change (for cuBLAS it is ``torch.get_float32_matmul_precision()``), and reading a legacy flag raises unless that state agrees with the new
-# settings. So we always go through the legacy setters first (they set both APIs alike)
-# and only then pin new-API values, both when applying a combo and when restoring.
-_HAS_FP32_PRECISION = hasattr(torch.backends.cuda.matmul, "fp32_precision") and hasattr(
-    torch.backends.cudnn, "conv"
-)
+# setters change (for cuBLAS it is ``torch.get_float32_matmul_precision()``), and reading
+# a legacy flag raises unless that state agrees with the new settings. So we always go
+# through the legacy setters first (they set both APIs alike) and only then pin new-API
+# values, both when applying a combo and when restoring.
+_HAS_FP32_PRECISION = hasattr(torch.backends.cuda.matmul, "fp32_precision") and hasattr(torch.backends.cudnn, "conv")
 
 
 def _new_api_settings() -> dict[str, tuple[object, str]]:

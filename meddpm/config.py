@@ -39,9 +39,7 @@ class ModelConfig:
             )
         widths = [self.model_channels * m for m in self.channel_mult]
         if any(w % self.num_groups for w in widths):
-            raise UserError(
-                f"channel widths {widths} must be multiples of num_groups={self.num_groups}"
-            )
+            raise UserError(f"channel widths {widths} must be multiples of num_groups={self.num_groups}")
         if self.in_channels <= self.out_channels:
             raise UserError("in_channels must exceed out_channels: the rest are mask channels")
 
@@ -57,16 +55,14 @@ class ModelConfig:
         return d * h * w
 
     @classmethod
-    def preset(cls, name: str) -> "ModelConfig":
+    def preset(cls, name: str) -> ModelConfig:
         """Return the named preset (``paper``, ``brats`` or ``tiny``)."""
         try:
             return PRESETS[name]
         except KeyError:
-            raise UserError(
-                f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}"
-            ) from None
+            raise UserError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}") from None
 
-    def replace(self, **changes: object) -> "ModelConfig":
+    def replace(self, **changes: object) -> ModelConfig:
         """A copy with some fields changed (validated like a new config)."""
         return dataclasses.replace(self, **changes)
 

@@ -8,7 +8,7 @@ Conditioning on the segmentation mask is by channel concatenation at the U-Net's
 from __future__ import annotations
 
 import math
-from typing import Callable, Optional
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -35,7 +35,7 @@ def _extract(values: torch.Tensor, t: torch.Tensor, ndim: int) -> torch.Tensor:
 class GaussianDiffusion(nn.Module):
     """DDPM with a mask-conditioned denoiser; ``.denoiser`` is the 3D U-Net."""
 
-    def __init__(self, config: ModelConfig, denoiser: Optional[nn.Module] = None):
+    def __init__(self, config: ModelConfig, denoiser: nn.Module | None = None):
         super().__init__()
         self.config = config
         self.denoiser = denoiser if denoiser is not None else UNet3D(config)
@@ -88,8 +88,8 @@ class GaussianDiffusion(nn.Module):
         self,
         x_start: torch.Tensor,
         mask: torch.Tensor,
-        t: Optional[torch.Tensor] = None,
-        noise: Optional[torch.Tensor] = None,
+        t: torch.Tensor | None = None,
+        noise: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """L1 between the true and the predicted noise, t uniform in [0, T) unless given."""
         if t is None:
@@ -116,7 +116,7 @@ class GaussianDiffusion(nn.Module):
 
     @torch.no_grad()
     def p_sample(
-        self, x_t: torch.Tensor, t: torch.Tensor, mask: torch.Tensor, noise: Optional[torch.Tensor] = None
+        self, x_t: torch.Tensor, t: torch.Tensor, mask: torch.Tensor, noise: torch.Tensor | None = None
     ) -> torch.Tensor:
         """One ancestral step x_t -> x_{t-1}; no noise is added at t = 0."""
         mean, log_variance = self.p_mean_log_variance(x_t, t, mask)
@@ -129,9 +129,9 @@ class GaussianDiffusion(nn.Module):
     def sample(
         self,
         mask: torch.Tensor,
-        steps: Optional[int] = None,
-        generator: Optional[torch.Generator] = None,
-        progress: Optional[Callable[[int], None]] = None,
+        steps: int | None = None,
+        generator: torch.Generator | None = None,
+        progress: Callable[[int], None] | None = None,
     ) -> torch.Tensor:
         """Reverse diffusion from pure noise, conditioned on ``mask``.
 
@@ -141,9 +141,7 @@ class GaussianDiffusion(nn.Module):
         steps = self.num_timesteps if steps is None else steps
         b, _, *spatial = mask.shape
         shape = (b, self.config.out_channels, *spatial)
-        x = torch.randn(shape, generator=generator, device=mask.device).to(
-            memory_format=_memory_format_of(mask)
-        )
+        x = torch.randn(shape, generator=generator, device=mask.device).to(memory_format=_memory_format_of(mask))
         for i in reversed(range(steps)):
             t = torch.full((b,), i, device=mask.device, dtype=torch.long)
             noise = torch.randn(shape, generator=generator, device=mask.device)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import Optional
 
 import torch
 
@@ -66,10 +65,10 @@ class TrainStep:
         *,
         lr: float = 1e-5,
         grad_accumulate: int = 1,
-        ema: Optional[EmaSettings] = None,
+        ema: EmaSettings | None = None,
         seed: int = 0,
-        images: Optional[torch.Tensor] = None,
-        masks: Optional[torch.Tensor] = None,
+        images: torch.Tensor | None = None,
+        masks: torch.Tensor | None = None,
     ):
         self.config = config
         self.combo = combo

@@ -34,9 +34,7 @@ class GroupNorm32(nn.GroupNorm):
 def timestep_embedding(t: torch.Tensor, dim: int, max_period: float = 10000.0) -> torch.Tensor:
     """Sinusoidal embedding of integer timesteps: [cos | sin] at geometric frequencies."""
     half = dim // 2
-    freqs = torch.exp(
-        -math.log(max_period) * torch.arange(half, dtype=torch.float32, device=t.device) / half
-    )
+    freqs = torch.exp(-math.log(max_period) * torch.arange(half, dtype=torch.float32, device=t.device) / half)
     args = t.float()[:, None] * freqs[None]
     return torch.cat([torch.cos(args), torch.sin(args)], dim=-1)
 
@@ -46,9 +44,7 @@ class ResBlock(nn.Module):
 
     def __init__(self, ch_in: int, ch_out: int, emb_dim: int, groups: int, dropout: float):
         super().__init__()
-        self.in_layers = nn.Sequential(
-            GroupNorm32(groups, ch_in), nn.SiLU(), nn.Conv3d(ch_in, ch_out, 3, padding=1)
-        )
+        self.in_layers = nn.Sequential(GroupNorm32(groups, ch_in), nn.SiLU(), nn.Conv3d(ch_in, ch_out, 3, padding=1))
         self.emb_layers = nn.Sequential(nn.SiLU(), nn.Linear(emb_dim, ch_out))
         self.out_layers = nn.Sequential(
             GroupNorm32(groups, ch_out),

@@ -48,7 +48,9 @@ def load_labels(path: str | Path, volume: tuple[int, int, int], num_labels: int 
     x = _load_array(path).round().long()
     bad = sorted(set(x.unique().tolist()) - set(range(num_labels + 1)))
     if bad:
-        raise UserError(f"{path}: unexpected mask labels {bad}; expected 0..{num_labels} (0 background, 1 brain, 2 tumour)")
+        raise UserError(
+            f"{path}: unexpected mask labels {bad}; expected 0..{num_labels} (0 background, 1 brain, 2 tumour)"
+        )
     x = F.interpolate(x[None, None].float(), size=volume, mode="nearest")[0, 0]
     return x.long()
 

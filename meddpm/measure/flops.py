@@ -11,7 +11,7 @@ from meddpm.config import ModelConfig
 from meddpm.diffusion import build_model
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def train_step_flops(config: ModelConfig, batch_size: int = 1) -> int:
     """FLOPs of forward + L1 loss + backward for one batch (matmuls and convolutions).
 
@@ -30,7 +30,7 @@ def train_step_flops(config: ModelConfig, batch_size: int = 1) -> int:
     return int(counter.get_total_flops())
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def forward_flops(config: ModelConfig, batch_size: int = 1) -> int:
     """FLOPs of one denoiser forward pass (one reverse-diffusion step)."""
     with torch.device("meta"):

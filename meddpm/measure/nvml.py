@@ -7,7 +7,7 @@ returns None and a reason, and callers report energy as unavailable instead of f
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 import torch
 
@@ -35,7 +35,7 @@ def _clock_event_reason_bits() -> dict[int, str]:
     bits = {}
     for attr in dir(pynvml):
         if attr.startswith(prefix) and attr not in (prefix + "All", prefix + "None"):
-            bits.setdefault(int(getattr(pynvml, attr)), attr[len(prefix):])
+            bits.setdefault(int(getattr(pynvml, attr)), attr[len(prefix) :])
     return bits
 
 
@@ -56,7 +56,7 @@ class Gpu:
         self._nvml = nvml
         self._handle = handle
 
-    def energy_mj(self) -> Optional[int]:
+    def energy_mj(self) -> int | None:
         """The card's total-energy counter in millijoules, or None if unsupported."""
         try:
             return int(self._nvml.nvmlDeviceGetTotalEnergyConsumption(self._handle))
@@ -66,7 +66,9 @@ class Gpu:
     def state(self) -> GpuState:
         """Current clocks, temperature, power and clock-event reasons."""
         n, h = self._nvml, self._handle
-        get_reasons = getattr(n, "nvmlDeviceGetCurrentClocksEventReasons", None) or n.nvmlDeviceGetCurrentClocksThrottleReasons
+        get_reasons = (
+            getattr(n, "nvmlDeviceGetCurrentClocksEventReasons", None) or n.nvmlDeviceGetCurrentClocksThrottleReasons
+        )
         name = n.nvmlDeviceGetName(h)
         driver = n.nvmlSystemGetDriverVersion()
         return GpuState(
@@ -82,7 +84,7 @@ class Gpu:
         )
 
 
-def open_gpu(device: torch.device) -> tuple[Optional[Gpu], str]:
+def open_gpu(device: torch.device) -> tuple[Gpu | None, str]:
     """An NVML handle for ``device`` and "" , or None and the reason it is unavailable."""
     if device.type != "cuda":
         return None, "not a CUDA device"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -21,7 +21,7 @@ class Stats:
     rounds: int
 
     @classmethod
-    def from_samples(cls, samples: Sequence[float]) -> "Stats":
+    def from_samples(cls, samples: Sequence[float]) -> Stats:
         """Statistics of ``samples``; raises ValueError for an empty list."""
         if len(samples) == 0:
             raise ValueError("no samples")

@@ -1,0 +1,53 @@
+"""Measuring helpers: statistics, timing, NVML decoding and atomic result files."""
+
+import json
+
+import pytest
+import torch
+
+from meddpm.measure.nvml import decode_clock_event_reasons, open_gpu
+from meddpm.measure.stats import Stats
+from meddpm.measure.timing import time_iterations
+from meddpm.report import write_json_atomic
+
+
+def test_stats_of_samples():
+    s = Stats.from_samples([10, 11, 12, 13, 100])
+    assert (s.median, s.min, s.max, s.rounds) == (12, 10, 100, 5)
+    assert (s.q1, s.q3, s.iqr) == (11, 13, 2)
+    assert s.rel_iqr == pytest.approx(2 / 12)
+    assert s.as_dict()["iqr"] == 2
+    with pytest.raises(ValueError):
+        Stats.from_samples([])
+
+
+def test_cpu_timing_counts_each_iteration():
+    calls = []
+    samples = time_iterations(lambda: calls.append(1), 4, torch.device("cpu"))
+    assert len(samples) == 4 == len(calls) and all(s >= 0 for s in samples)
+
+
+def test_clock_event_reasons_are_named():
+    assert decode_clock_event_reasons(0) == ()
+    assert decode_clock_event_reasons(0x1 | 0x4 | 0x40) == ("GpuIdle", "SwPowerCap", "HwThermalSlowdown")
+    assert decode_clock_event_reasons(0x10000000) == ("0x10000000",)
+
+
+def test_no_nvml_on_the_cpu():
+    gpu, reason = open_gpu(torch.device("cpu"))
+    assert gpu is None and reason == "not a CUDA device"
+
+
+def test_json_written_whole_or_not_at_all(tmp_path):
+    path = tmp_path / "out" / "r.json"
+    write_json_atomic(path, {"a": 1})
+    assert json.loads(path.read_text()) == {"a": 1}
+
+    class Unserialisable:
+        def __str__(self):
+            raise RuntimeError("crash while writing")
+
+    with pytest.raises(RuntimeError, match="crash while writing"):
+        write_json_atomic(path, {"a": 2, "b": Unserialisable()})
+    assert json.loads(path.read_text()) == {"a": 1}  # the old file is intact
+    assert [p.name for p in path.parent.iterdir()] == ["r.json"]  # no temporary left behind
