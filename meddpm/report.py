@@ -46,7 +46,7 @@ def format_table(table: pd.DataFrame) -> str:
         "rounds": "{:d}",
         "speedup": "{:.2f}x",
         "peak GiB": "{:.2f}",
-        "TFLOP/s": "{:.1f}",
+        "TFLOP/s": "{:.2f}",
         "J/iter": "{:.1f}",
         "warm-up s": "{:.1f}",
     }
