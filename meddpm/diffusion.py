@@ -97,7 +97,8 @@ class GaussianDiffusion(nn.Module):
         if noise is None:
             noise = torch.randn_like(x_start)
         predicted = self.predict_noise(self.q_sample(x_start, t, noise), t, mask)
-        return F.l1_loss(predicted.float(), noise.float())
+        # Under autocast the prediction is low precision; the loss is taken in the data's.
+        return F.l1_loss(predicted.to(noise.dtype), noise)
 
     # --- reverse process -------------------------------------------------------------
     def p_mean_log_variance(
@@ -105,8 +106,7 @@ class GaussianDiffusion(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Mean and log-variance of p(x_{t-1} | x_t), with the predicted x_0 clipped to [-1, 1]."""
         n = x_t.ndim
-        eps = self.predict_noise(x_t, t, mask).float()
-        x_t = x_t.float()
+        eps = self.predict_noise(x_t, t, mask).to(x_t.dtype)
         x0 = (
             _extract(self.sqrt_recip_alphas_cumprod, t, n) * x_t
             - _extract(self.sqrt_recipm1_alphas_cumprod, t, n) * eps

@@ -25,10 +25,10 @@ def zero_init(module: nn.Module) -> nn.Module:
 
 
 class GroupNorm32(nn.GroupNorm):
-    """GroupNorm computed in float32 and cast back, as in the original."""
+    """GroupNorm computed in (at least) float32 and cast back, as in the original."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return super().forward(x.float()).type(x.dtype)
+        return super().forward(x.to(torch.promote_types(x.dtype, torch.float32))).type(x.dtype)
 
 
 def timestep_embedding(t: torch.Tensor, dim: int, max_period: float = 10000.0) -> torch.Tensor:
@@ -168,7 +168,8 @@ class UNet3D(nn.Module):
         )
 
     def forward(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-        emb = self.time_embed(timestep_embedding(t, self.config.model_channels))
+        t_emb = timestep_embedding(t, self.config.model_channels).to(self.time_embed[0].weight.dtype)
+        emb = self.time_embed(t_emb)
         skips = []
         h = x
         for block in self.input_blocks:

@@ -22,7 +22,7 @@ def test_unknown_combo_names_the_choices():
 
 
 @pytest.mark.parametrize("name", list(COMBOS))
-def test_flags_restored_after_each_combo(tiny, name):
+def test_flags_restored_after_each_combo(micro, name):
     before = snapshot_flags()
     combo = COMBOS[name]
     with combo.flags():
@@ -35,7 +35,7 @@ def test_flags_restored_after_each_combo(tiny, name):
     assert isinstance(torch.backends.cudnn.allow_tf32, bool)
     assert isinstance(torch.backends.cuda.matmul.allow_tf32, bool)
     # A whole training step under the combo leaves nothing behind either.
-    TrainStep(tiny, combo)()
+    TrainStep(micro, combo)()
     assert snapshot_flags() == before
     assert torch.get_default_dtype() == torch.float32
     assert not torch.is_autocast_enabled("cpu")

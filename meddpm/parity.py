@@ -1,0 +1,291 @@
+"""Numerical parity between layouts and precisions.
+
+One *case* is a small model configuration plus a batch, a timestep and a seed. Running it
+under a *side* (a combo on a device, in float32 or float64) gives the loss, the noise
+prediction, one reverse-diffusion step and every parameter's gradient. A *pair* compares
+two sides by relative norm ||a - b|| / ||b|| per tensor, against bounds that were measured
+(``python -m meddpm.parity calibrate``) and stored in ``perf_tests/parity_bounds.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import random
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+import torch
+import torch.nn.functional as F
+
+from meddpm.combos import COMBOS
+from meddpm.config import ModelConfig
+from meddpm.data.phantom import phantom_batch
+from meddpm.diffusion import build_model
+from meddpm.errors import UserError
+
+KINDS = ("loss", "prediction", "sample_step", "grads")
+BOUNDS_FILE = Path(__file__).resolve().parent.parent / "perf_tests" / "parity_bounds.json"
+BOUNDS_SCHEMA = "meddpm-parity-bounds/1"
+
+# The space cases are drawn from, shared by the Hypothesis strategy and calibration.
+SIDES = (4, 8)
+LEVELS = (1, 2)
+ATTENTION = ((), (1,), (2,))
+BATCHES = (1, 2)
+TIMESTEPS = 250
+
+
+@dataclass(frozen=True)
+class Case:
+    """One generated example: a small U-Net and the inputs of one training step."""
+
+    volume: tuple[int, int, int]
+    levels: int
+    attention_ds: tuple[int, ...]
+    batch: int
+    t: int
+    seed: int
+
+    def config(self) -> ModelConfig:
+        """The model configuration this case runs."""
+        return ModelConfig(
+            name="parity",
+            volume=self.volume,
+            in_channels=3,
+            out_channels=1,
+            model_channels=32,
+            channel_mult=(1, 2)[: self.levels],
+            num_res_blocks=1,
+            attention_ds=tuple(ds for ds in self.attention_ds if ds < 2**self.levels),
+        )
+
+
+def random_case(rng: random.Random) -> Case:
+    """A case drawn uniformly from the same space as the Hypothesis strategy."""
+    levels = rng.choice(LEVELS)
+    sides = [s for s in SIDES if s % 2 ** (levels - 1) == 0]
+    return Case(
+        volume=(rng.choice(sides), rng.choice(sides), rng.choice(sides)),
+        levels=levels,
+        attention_ds=rng.choice(ATTENTION),
+        batch=rng.choice(BATCHES),
+        t=rng.randrange(TIMESTEPS),
+        seed=rng.randrange(2**16),
+    )
+
+
+@dataclass(frozen=True)
+class Side:
+    """How a case is run: a combo, on a device kind, in float32 or float64."""
+
+    combo: str
+    device: str  # "cpu" or "cuda"
+    float64: bool = False
+
+    def __str__(self) -> str:
+        return f"{self.combo}/{self.device}" + ("/float64" if self.float64 else "")
+
+
+Transform = Callable[[torch.Tensor], torch.Tensor]
+
+
+def run_case(case: Case, side: Side, input_transform: Optional[Transform] = None) -> dict[str, torch.Tensor]:
+    """Loss, prediction, one sampling step and gradients of ``case`` under ``side``.
+
+    The zero-initialised layers get small random weights first: at the original's init the
+    prediction is exactly zero and most gradients vanish, which would make parity trivial.
+    ``input_transform`` is applied to every input tensor (used to plant layout bugs).
+    """
+    cfg = case.config()
+    combo = COMBOS[side.combo]
+    device = torch.device("cuda", torch.cuda.current_device()) if side.device == "cuda" else torch.device("cpu")
+    dtype = torch.float64 if side.float64 else torch.float32
+    gen = torch.Generator().manual_seed(case.seed)
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(case.seed)
+        model = build_model(cfg)
+    with torch.no_grad():
+        for p in model.parameters():
+            if not p.any():
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.05)
+
+    images, masks = phantom_batch(cfg.volume, case.batch, cfg.out_channels, cfg.mask_channels, seed=case.seed)
+    noise = torch.randn(images.shape, generator=gen)
+    step_noise = torch.randn(images.shape, generator=gen)
+    inputs = [images, masks, noise, step_noise]
+    if input_transform is not None:
+        inputs = [input_transform(x) for x in inputs]
+    model = model.to(device=device, dtype=dtype, memory_format=combo.memory_format)
+    images, masks, noise, step_noise = [
+        x.to(device=device, dtype=dtype).contiguous(memory_format=combo.memory_format) for x in inputs
+    ]
+    t = torch.full((case.batch,), case.t, device=device, dtype=torch.long)
+
+    with combo.flags():
+        with combo.autocast(device):
+            x_t = model.q_sample(images, t, noise)
+            prediction = model.predict_noise(x_t, t, masks)
+            loss = F.l1_loss(prediction.to(dtype), noise)
+        loss.backward()
+        with combo.autocast(device):
+            sample_step = model.p_sample(x_t.detach(), t, masks, noise=step_noise)
+
+    def out(x: torch.Tensor) -> torch.Tensor:
+        return x.detach().to("cpu", torch.float64).contiguous()
+
+    result = {"loss": out(loss), "prediction": out(prediction), "sample_step": out(sample_step)}
+    result.update({f"grad/{n}": out(p.grad) for n, p in model.named_parameters() if p.grad is not None})
+    return result
+
+
+# Some gradients are analytically zero (a conv bias cancelled by the GroupNorm right after
+# it), so rounding alone makes their relative error huge. Gradients are measured against
+# at least this fraction of the largest gradient norm in the model.
+GRAD_FLOOR = 1e-2
+
+
+def rel_error(a: torch.Tensor, b: torch.Tensor, floor: float = 0.0) -> float:
+    """||a - b|| / max(||b||, floor); infinite where ``a`` holds a NaN or Inf or shapes differ."""
+    if a.shape != b.shape or not torch.isfinite(a).all():
+        return math.inf
+    diff, ref = (a - b).norm().item(), max(b.norm().item(), floor)
+    if ref == 0:
+        return 0.0 if diff == 0 else math.inf
+    return diff / ref
+
+
+def compare(variant: dict[str, torch.Tensor], reference: dict[str, torch.Tensor]) -> dict[str, tuple[float, str]]:
+    """Worst relative error per kind (loss, prediction, sample_step, grads) and the tensor it was in."""
+    if variant.keys() != reference.keys():
+        missing = sorted(set(reference) ^ set(variant))
+        return {kind: (math.inf, f"tensors differ: {missing[:3]}") for kind in KINDS}
+    grad_scale = max((r.norm().item() for n, r in reference.items() if n.startswith("grad/")), default=0.0)
+    worst: dict[str, tuple[float, str]] = {}
+    for name, ref in reference.items():
+        kind = "grads" if name.startswith("grad/") else name
+        error = rel_error(variant[name], ref, GRAD_FLOOR * grad_scale if kind == "grads" else 0.0)
+        if kind not in worst or error > worst[kind][0]:
+            worst[kind] = (error, name)
+    return worst
+
+
+@dataclass(frozen=True)
+class Pair:
+    """Two sides that must compute the same function within measured bounds."""
+
+    name: str
+    variant: Side
+    reference: Side
+
+    @property
+    def device(self) -> str:
+        """'cuda' if either side needs a GPU."""
+        return "cuda" if "cuda" in (self.variant.device, self.reference.device) else "cpu"
+
+    def errors(self, case: Case, input_transform: Optional[Transform] = None) -> dict[str, tuple[float, str]]:
+        """Worst error per kind of the variant against the reference on ``case``."""
+        return compare(run_case(case, self.variant, input_transform), run_case(case, self.reference))
+
+
+def _pairs(device: str) -> list[Pair]:
+    f64 = Side("baseline", "cpu", float64=True)
+    pairs = [
+        Pair("channels_last~contiguous", Side("opt2", device), Side("baseline", device)),
+        Pair("fp32~fp64", Side("baseline", device), f64),
+        Pair("channels_last_fp32~fp64", Side("opt2", device), f64),
+        Pair("bf16~fp32", Side("amp_bf16", device), Side("baseline", device)),
+        Pair("bf16~fp64", Side("amp_bf16", device), f64),
+    ]
+    if device == "cuda":
+        pairs += [
+            Pair("tf32~fp32", Side("opt1", device), Side("baseline", device)),
+            Pair("tf32_channels_last~fp32", Side("opt12", device), Side("baseline", device)),
+            Pair("tf32~fp64", Side("opt1", device), f64),
+        ]
+    return pairs
+
+
+PAIRS: dict[str, list[Pair]] = {"cpu": _pairs("cpu"), "cuda": _pairs("cuda")}
+
+
+def bound_key(pair: Pair) -> str:
+    """Where a pair's bounds live in the bounds file: per device, since kernels differ."""
+    return f"{pair.device}:{pair.name}"
+
+
+def load_bounds(path: Path = BOUNDS_FILE) -> dict[str, dict]:
+    """The measured bounds per pair key, or a UserError naming the file and the problem."""
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise UserError(f"{path}: no parity bounds yet; run python -m meddpm.parity calibrate") from None
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path}: not valid JSON ({exc}); restore it from git or recalibrate") from None
+    if data.get("schema") != BOUNDS_SCHEMA:
+        raise UserError(f"{path}: schema {data.get('schema')!r}, expected {BOUNDS_SCHEMA!r}; recalibrate")
+    return data["pairs"]
+
+
+def _round_up(x: float) -> float:
+    """Round up to two significant digits (bounds read better, and stay >= the value)."""
+    if x <= 0 or not math.isfinite(x):
+        return x
+    scale = 10 ** (math.floor(math.log10(x)) - 1)
+    return math.ceil(x / scale) * scale
+
+
+def calibrate(device: str, examples: int, seed: int, progress: Callable[[str], None]) -> dict[str, dict]:
+    """Run ``examples`` random cases per pair; bounds are twice the worst error observed."""
+    rng = random.Random(seed)
+    cases = [random_case(rng) for _ in range(examples)]
+    entries = {}
+    for pair in PAIRS[device]:
+        worst = {kind: 0.0 for kind in KINDS}
+        for i, case in enumerate(cases):
+            for kind, (error, _) in pair.errors(case).items():
+                worst[kind] = max(worst[kind], error)
+            progress(f"{pair.name}: {i + 1}/{examples}")
+        entries[bound_key(pair)] = {
+            "bounds": {k: _round_up(2 * w) for k, w in worst.items()},
+            "worst_observed": worst,
+            "examples": examples,
+            "measured_on": torch.cuda.get_device_name() if device == "cuda" else "cpu",
+            "torch": torch.__version__,
+            "date": datetime.date.today().isoformat(),
+        }
+    return entries
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """``python -m meddpm.parity calibrate``: measure errors and merge bounds into the file."""
+    p = argparse.ArgumentParser(prog="python -m meddpm.parity")
+    p.add_argument("command", choices=["calibrate"])
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument("--examples", type=int, default=50)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, default=BOUNDS_FILE)
+    args = p.parse_args(argv)
+    from meddpm.report import write_json_atomic
+
+    try:
+        if args.device == "cuda" and not torch.cuda.is_available():
+            raise UserError("no CUDA GPU is visible to PyTorch; calibrate with --device cpu")
+        pairs = load_bounds(args.out) if args.out.exists() else {}
+        pairs.update(calibrate(args.device, args.examples, args.seed, lambda m: print(m, file=sys.stderr)))
+    except UserError as exc:
+        print(f"meddpm.parity: error: {exc}", file=sys.stderr)
+        return 2
+    write_json_atomic(args.out, {"schema": BOUNDS_SCHEMA, "pairs": dict(sorted(pairs.items()))})
+    for key, entry in sorted(pairs.items()):
+        print(key, {k: f"{v:.2e}" for k, v in entry["worst_observed"].items()})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

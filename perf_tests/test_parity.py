@@ -1,0 +1,61 @@
+"""Numerical parity: a faster combo must compute the same function as strict FP32.
+
+Each pair runs generated cases under two sides and compares loss, prediction, one sampling
+step and every gradient by relative norm against bounds measured by
+``python -m meddpm.parity calibrate`` (about twice the worst error seen over many cases).
+"""
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from meddpm.parity import ATTENTION, BATCHES, LEVELS, PAIRS, SIDES, TIMESTEPS, Case, Pair, bound_key, load_bounds
+
+pytestmark = pytest.mark.parity
+BOUNDS = load_bounds()
+
+
+@st.composite
+def cases(draw: st.DrawFn) -> Case:
+    levels = draw(st.sampled_from(LEVELS))
+    sides = st.sampled_from([s for s in SIDES if s % 2 ** (levels - 1) == 0])
+    return Case(
+        volume=(draw(sides), draw(sides), draw(sides)),
+        levels=levels,
+        attention_ds=draw(st.sampled_from(ATTENTION)),
+        batch=draw(st.sampled_from(BATCHES)),
+        t=draw(st.integers(0, TIMESTEPS - 1)),
+        seed=draw(st.integers(0, 2**16 - 1)),
+    )
+
+
+def _pair_params():
+    for device, pairs in PAIRS.items():
+        for pair in pairs:
+            yield pytest.param(pair, id=bound_key(pair), marks=[pytest.mark.gpu] if device == "cuda" else [])
+
+
+def _violations(pair: Pair, errors: dict) -> list[str]:
+    bounds = BOUNDS[bound_key(pair)]["bounds"]
+    return [
+        f"{kind} {error:.3g} > bound {bounds[kind]:.3g} (worst in {where})"
+        for kind, (error, where) in errors.items()
+        if not error <= bounds[kind]  # NaN and Inf fail too
+    ]
+
+
+@pytest.mark.parametrize("pair", list(_pair_params()))
+@given(case=cases())
+def test_pair_agrees_within_measured_bounds(pair: Pair, case: Case):
+    if bound_key(pair) not in BOUNDS:
+        pytest.skip(f"no measured bounds for {bound_key(pair)}; run python -m meddpm.parity calibrate --device {pair.device}")
+    violations = _violations(pair, pair.errors(case))
+    assert not violations, f"{pair.variant} vs {pair.reference} on {case}: " + "; ".join(violations)
+
+
+@given(case=cases())
+def test_a_layout_bug_is_caught(case: Case):
+    # A wrong NCDHW -> NDHWC conversion that swaps depth and height must not pass as parity.
+    pair = next(p for p in PAIRS["cpu"] if p.name == "channels_last~contiguous")
+    errors = pair.errors(case, input_transform=lambda x: x.transpose(2, 3))
+    assert _violations(pair, errors), f"swapped D and H went unnoticed on {case}: {errors}"
