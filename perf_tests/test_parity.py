@@ -48,7 +48,8 @@ def _violations(pair: Pair, errors: dict) -> list[str]:
 @given(case=cases())
 def test_pair_agrees_within_measured_bounds(pair: Pair, case: Case):
     if bound_key(pair) not in BOUNDS:
-        pytest.skip(f"no measured bounds for {bound_key(pair)}; run python -m meddpm.parity calibrate --device {pair.device}")
+        calibrate = f"python -m meddpm.parity calibrate --device {pair.device}"
+        pytest.skip(f"no measured bounds for {bound_key(pair)}; run {calibrate}")
     violations = _violations(pair, pair.errors(case))
     assert not violations, f"{pair.variant} vs {pair.reference} on {case}: " + "; ".join(violations)
 
