@@ -27,6 +27,7 @@ from meddpm.config import ModelConfig
 from meddpm.data.phantom import phantom_batch
 from meddpm.diffusion import build_model
 from meddpm.errors import UserError
+from meddpm.report import write_json_atomic
 
 KINDS = ("loss", "prediction", "sample_step", "grads")
 BOUNDS_FILE = Path(__file__).resolve().parent.parent / "perf_tests" / "parity_bounds.json"
@@ -276,8 +277,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=BOUNDS_FILE)
     args = p.parse_args(argv)
-    from meddpm.report import write_json_atomic
-
     try:
         if args.device == "cuda" and not torch.cuda.is_available():
             raise UserError("no CUDA GPU is visible to PyTorch; calibrate with --device cpu")
