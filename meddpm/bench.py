@@ -1,21 +1,53 @@
-"""Measuring combos of one preset: the engine behind ``meddpm-bench``."""
+"""Measuring combos of one preset, interleaved: the engine behind ``meddpm-bench`` and the suite.
+
+All combos of a run are built and warmed up first, then timed in rounds that run each
+combo once (A B C A B C ...), so slow drift of the machine (clocks, temperature, other
+tenants) hits every combo alike and the ratios between them stay honest. Rounds continue
+until every combo's relative IQR is under a target, or the time budget or the round limit
+is reached; a combo still noisier than the target is reported as unreliable.
+"""
 
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
+import numpy as np
 import torch
 
 from meddpm.combos import Combo
 from meddpm.config import ModelConfig
 from meddpm.errors import UserError
 from meddpm.measure.flops import train_step_flops
-from meddpm.measure.nvml import GpuState, open_gpu
+from meddpm.measure.nvml import Gpu, GpuState, open_gpu
 from meddpm.measure.stats import Stats
-from meddpm.measure.timing import synchronize, time_iterations, time_once
+from meddpm.measure.timing import synchronize, time_once, time_synchronized
 from meddpm.train import TrainStep
+
+
+@dataclass(frozen=True)
+class CampaignSettings:
+    """How long to measure: warm-up, round limits, the noise target and the time budget."""
+
+    warmup: int = 3
+    min_rounds: int = 5
+    max_rounds: int = 30
+    rel_iqr_target: float = 0.02
+    budget_s: float = 300.0
+
+    def __post_init__(self) -> None:
+        if self.warmup < 0:
+            raise UserError(f"warm-up iterations must be 0 or more, got {self.warmup}")
+        if self.min_rounds < 1 or self.max_rounds < self.min_rounds:
+            raise UserError(
+                f"rounds must satisfy 1 <= min ({self.min_rounds}) <= max ({self.max_rounds}); fix the round options"
+            )
+        if not self.rel_iqr_target > 0:
+            raise UserError(f"the relative-IQR target must be above 0, got {self.rel_iqr_target}")
+        if not self.budget_s > 0:
+            raise UserError(f"the time budget must be above 0 s, got {self.budget_s}")
 
 
 @dataclass
@@ -25,16 +57,19 @@ class ComboResult:
     preset: str
     combo: str
     batch_size: int
+    volume: tuple[int, int, int]
+    math_precision: str
     samples_ms: list[float]
     warmup_ms: list[float]
+    setup_s: float
     flops_per_iter: int
+    rel_iqr_target: float
+    stop_reason: str = ""
     peak_allocated_bytes: int | None = None
     peak_reserved_bytes: int | None = None
-    energy_j_per_iter: float | None = None
+    energy_samples_j: list[float] = field(default_factory=list)
     energy_note: str = ""
-    gpu_state_before: GpuState | None = None
-    gpu_state_after: GpuState | None = None
-    extra: dict[str, object] = field(default_factory=dict)
+    gpu_states: list[GpuState] = field(default_factory=list)
 
     @property
     def stats(self) -> Stats:
@@ -42,16 +77,231 @@ class ComboResult:
         return Stats.from_samples(self.samples_ms)
 
     @property
+    def reliable(self) -> bool:
+        """Whether the spread met the target, so a verdict on this result is not luck."""
+        return self.stats.rel_iqr <= self.rel_iqr_target
+
+    @property
     def tflops(self) -> float:
         """Achieved model TFLOP/s at the median iteration time."""
         return self.flops_per_iter / (self.stats.median * 1e-3) / 1e12
 
+    @property
+    def iterations_per_s(self) -> float:
+        """Training iterations per second at the median."""
+        return 1e3 / self.stats.median
+
+    @property
+    def voxels_per_s(self) -> float:
+        """Training voxels (volume x batch) per second at the median."""
+        return float(np.prod(self.volume)) * self.batch_size * self.iterations_per_s
+
+    @property
+    def energy_j_per_iter(self) -> float | None:
+        """Mean energy per iteration from the card's total-energy counter, if it has one."""
+        return float(np.mean(self.energy_samples_j)) if self.energy_samples_j else None
+
+    @property
+    def mean_power_w(self) -> float | None:
+        """Energy over GPU time: the card's mean power while iterating."""
+        if not self.energy_samples_j:
+            return None
+        return sum(self.energy_samples_j) / (sum(self.samples_ms) * 1e-3)
+
+    @property
+    def clock_event_reasons(self) -> tuple[str, ...]:
+        """Every clock-event reason seen while iterating (benign ones included)."""
+        return tuple(sorted({r for s in self.gpu_states for r in s.clock_event_reasons}))
+
+    @property
+    def throttle_reasons(self) -> tuple[str, ...]:
+        """The reasons seen that mean the card was held back (power, thermal)."""
+        return tuple(sorted({r for s in self.gpu_states for r in s.throttle_reasons}))
+
+    def gpu_summary(self) -> dict[str, float | None]:
+        """SM clock mean and min, temperature max, utilisation mean over the timed iterations."""
+        if not self.gpu_states:
+            return {
+                "sm_clock_mean_mhz": None,
+                "sm_clock_min_mhz": None,
+                "temperature_max_c": None,
+                "gpu_utilization_mean_pct": None,
+            }
+        clocks = [s.sm_clock_mhz for s in self.gpu_states]
+        return {
+            "sm_clock_mean_mhz": float(np.mean(clocks)),
+            "sm_clock_min_mhz": float(min(clocks)),
+            "temperature_max_c": float(max(s.temperature_c for s in self.gpu_states)),
+            "gpu_utilization_mean_pct": float(np.mean([s.gpu_utilization_pct for s in self.gpu_states])),
+        }
+
     def as_dict(self) -> dict[str, object]:
-        """Everything, with the derived statistics, for JSON."""
+        """Everything, with the derived figures, for JSON."""
         d = asdict(self)
-        d["stats"] = self.stats.as_dict()
-        d["tflops"] = self.tflops
+        d.pop("gpu_states")
+        d.update(
+            stats=self.stats.as_dict(),
+            reliable=self.reliable,
+            tflops=self.tflops,
+            iterations_per_s=self.iterations_per_s,
+            voxels_per_s=self.voxels_per_s,
+            energy_j_per_iter=self.energy_j_per_iter,
+            mean_power_w=self.mean_power_w,
+            clock_event_reasons=list(self.clock_event_reasons),
+            throttle_reasons=list(self.throttle_reasons),
+            **self.gpu_summary(),
+        )
         return d
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A step of a campaign, for progress displays: a warm-up iteration or a round done."""
+
+    phase: str  # "warmup" or "round"
+    combo: str
+    done: int
+    total: int
+    detail: str = ""
+
+
+class Campaign:
+    """Interleaved measurement of several combos of one preset on one device.
+
+    The combos' training steps stay alive after :meth:`run` (for a caller that times them
+    again, such as pytest-benchmark) until :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        config: ModelConfig,
+        combos: Sequence[Combo],
+        device: torch.device,
+        *,
+        batch_size: int = 1,
+        settings: CampaignSettings = CampaignSettings(),
+    ):
+        if not combos:
+            raise UserError("no combos to measure")
+        self.config = config
+        self.combos = list(combos)
+        self.device = device
+        self.batch_size = batch_size
+        self.settings = settings
+        self.steps: dict[str, TrainStep] = {}
+        self.results: dict[str, ComboResult] = {}
+        self._own_bytes: dict[str, int] = {}
+        self._gpu: Gpu | None = None
+        self._gpu_note = ""
+
+    def run(self, on_progress: Callable[[Progress], None] | None = None) -> dict[str, ComboResult]:
+        """Build and warm up every combo, then time interleaved rounds; returns results by combo."""
+        notify = on_progress or (lambda _: None)
+        self._gpu, self._gpu_note = open_gpu(self.device)
+        current = ""
+        try:
+            for combo in self.combos:
+                current = combo.name
+                self._prepare(combo, notify)
+            current = ""
+            self._rounds(notify)
+        except torch.cuda.OutOfMemoryError:
+            self.close()
+            where = f"combo {current!r}" if current else "the interleaved rounds"
+            raise UserError(
+                f"out of GPU memory in {where} on preset {self.config.name!r} at batch size {self.batch_size}; "
+                "try a smaller batch size or preset, or fewer combos at once"
+            ) from None
+        return self.results
+
+    def ratio(self, combo: str, reference: str) -> Stats:
+        """Statistics of the per-round time ratio combo / reference (paired by round)."""
+        a, b = self.results[combo].samples_ms, self.results[reference].samples_ms
+        return Stats.from_samples([x / y for x, y in zip(a, b)])
+
+    def close(self) -> None:
+        """Free the training steps and cached GPU memory."""
+        self.steps.clear()
+        _release_memory(self.device)
+
+    # --- phases ---------------------------------------------------------------------
+    def _prepare(self, combo: Combo, notify: Callable[[Progress], None]) -> None:
+        _release_memory(self.device)
+        before = _allocated(self.device)
+        t0 = time.perf_counter()
+        step = TrainStep(self.config, combo, self.batch_size, self.device)
+        setup_s = time.perf_counter() - t0
+        warmup_ms = []
+        for i in range(self.settings.warmup):
+            warmup_ms.append(time_once(step, self.device))
+            notify(Progress("warmup", combo.name, i + 1, self.settings.warmup, f"{warmup_ms[-1] / 1e3:.1f} s"))
+        self.steps[combo.name] = step
+        # Parameters, gradients' absence and Adam state: what this combo keeps between iterations.
+        self._own_bytes[combo.name] = _allocated(self.device) - before
+        self.results[combo.name] = ComboResult(
+            preset=self.config.name,
+            combo=combo.name,
+            batch_size=self.batch_size,
+            volume=self.config.volume,
+            math_precision=combo.math_precision,
+            samples_ms=[],
+            warmup_ms=warmup_ms,
+            setup_s=setup_s,
+            flops_per_iter=train_step_flops(self.config, self.batch_size),
+            rel_iqr_target=self.settings.rel_iqr_target,
+            energy_note="" if self._gpu else self._gpu_note,
+        )
+
+    def _rounds(self, notify: Callable[[Progress], None]) -> None:
+        s = self.settings
+        started = time.perf_counter()
+        for done in range(1, s.max_rounds + 1):
+            round_start = time.perf_counter()
+            for name, step in self.steps.items():
+                self._time_one(name, step)
+            elapsed = time.perf_counter() - started
+            worst = max(self.results.values(), key=lambda r: r.stats.rel_iqr)
+            detail = f"worst rel. IQR {worst.stats.rel_iqr:.1%} ({worst.combo})" if done > 1 else ""
+            notify(Progress("round", "", done, s.max_rounds, detail))
+            if done < s.min_rounds:
+                continue
+            if all(r.reliable for r in self.results.values()):
+                reason = f"converged after {done} rounds"
+                break
+            if elapsed + (time.perf_counter() - round_start) > s.budget_s:
+                reason = f"time budget of {s.budget_s:.0f} s spent after {done} rounds"
+                break
+        else:
+            reason = f"round limit of {s.max_rounds} reached"
+        for r in self.results.values():
+            r.stop_reason = reason
+
+    def _time_one(self, name: str, step: TrainStep) -> None:
+        result, gpu, device = self.results[name], self._gpu, self.device
+        synchronize(device)
+        others = _allocated(device) - self._own_bytes[name]
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        energy_start = gpu.energy_mj() if gpu else None
+        states: list[GpuState] = []
+        sample_state = (lambda: states.append(gpu.state())) if gpu else None
+        result.samples_ms.append(time_synchronized(step, device, during=sample_state))
+        result.gpu_states.extend(states)
+        energy_end = gpu.energy_mj() if gpu else None
+        if energy_start is not None and energy_end is not None:
+            result.energy_samples_j.append((energy_end - energy_start) / 1e3)
+        elif gpu and not result.energy_note:
+            result.energy_note = "the energy counter is unsupported on this GPU"
+        if device.type == "cuda":
+            # Peak allocation is additive over live tensors, so subtracting what the other
+            # combos hold leaves this combo's own peak, as if it ran alone.
+            peak = torch.cuda.max_memory_allocated(device) - others
+            result.peak_allocated_bytes = max(result.peak_allocated_bytes or 0, peak)
+            result.peak_reserved_bytes = max(result.peak_reserved_bytes or 0, torch.cuda.max_memory_reserved(device))
+
+
+def _allocated(device: torch.device) -> int:
+    return torch.cuda.memory_allocated(device) if device.type == "cuda" else 0
 
 
 def _release_memory(device: torch.device) -> None:
@@ -59,66 +309,3 @@ def _release_memory(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(device)
-
-
-def measure_combo(
-    config: ModelConfig,
-    combo: Combo,
-    device: torch.device,
-    *,
-    batch_size: int = 1,
-    warmup: int = 3,
-    iterations: int = 10,
-    on_iteration: Callable[[], None] | None = None,
-) -> ComboResult:
-    """Build a fresh model for ``combo``, warm it up, then time ``iterations`` training steps.
-
-    Warm-up iterations (cuDNN autotuning, allocator growth, lazy initialisation) are
-    timed one by one and reported apart; they never enter the statistics.
-    """
-    _release_memory(device)
-    gpu, gpu_note = open_gpu(device)
-    step: TrainStep | None = None
-    try:
-        step = TrainStep(config, combo, batch_size, device)
-
-        def tick() -> None:
-            step()  # type: ignore[misc]
-            if on_iteration is not None:
-                on_iteration()
-
-        warmup_ms = [time_once(tick, device) for _ in range(warmup)]
-        state_before = gpu.state() if gpu else None
-        energy_start = gpu.energy_mj() if gpu else None
-        samples = time_iterations(tick, iterations, device)
-        energy_end = gpu.energy_mj() if gpu else None
-        state_after = gpu.state() if gpu else None
-        synchronize(device)
-    except torch.cuda.OutOfMemoryError:
-        step = None
-        _release_memory(device)
-        raise UserError(
-            f"out of GPU memory running combo {combo.name!r} on preset {config.name!r} at batch "
-            f"size {batch_size}; try a smaller --batch-size or preset"
-        ) from None
-
-    result = ComboResult(
-        preset=config.name,
-        combo=combo.name,
-        batch_size=batch_size,
-        samples_ms=samples,
-        warmup_ms=warmup_ms,
-        flops_per_iter=train_step_flops(config, batch_size),
-        gpu_state_before=state_before,
-        gpu_state_after=state_after,
-    )
-    if device.type == "cuda":
-        result.peak_allocated_bytes = torch.cuda.max_memory_allocated(device)
-        result.peak_reserved_bytes = torch.cuda.max_memory_reserved(device)
-    if energy_start is not None and energy_end is not None:
-        result.energy_j_per_iter = (energy_end - energy_start) / 1e3 / iterations
-    else:
-        result.energy_note = gpu_note or "energy counter unsupported on this GPU"
-    step = None
-    _release_memory(device)
-    return result

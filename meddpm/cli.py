@@ -6,21 +6,24 @@ import argparse
 import datetime
 import sys
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import NoReturn
 
 import torch
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from meddpm.bench import ComboResult, measure_combo
+from meddpm.atomic import write_json_atomic
+from meddpm.bench import Campaign, CampaignSettings, ComboResult
+from meddpm.bench import Progress as CampaignProgress
 from meddpm.combos import COMBOS, get_combo
 from meddpm.config import PRESETS, ModelConfig
 from meddpm.errors import UserError
 from meddpm.measure.environment import environment
-from meddpm.report import format_table, results_table, write_json_atomic
+from meddpm.report import format_table, results_table
 
 PROG = "meddpm-bench"
-JSON_SCHEMA = "meddpm-bench/1"
+JSON_SCHEMA = "meddpm-bench/2"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -40,7 +43,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default: auto = cuda if present)")
     p.add_argument("--batch-size", type=int, default=1, help="volumes per iteration (default: 1)")
     p.add_argument("--warmup", type=int, help="untimed warm-up iterations per combo (default: 3 on GPU, 1 on CPU)")
-    p.add_argument("--iters", type=int, help="timed iterations per combo (default: 10 on GPU, 3 on CPU)")
+    p.add_argument("--iters", type=int, help="exactly this many timed rounds (default: adaptive on GPU, 3 on CPU)")
+    p.add_argument("--min-rounds", type=int, default=5, help="adaptive: at least this many rounds (default: 5)")
+    p.add_argument("--max-rounds", type=int, default=30, help="adaptive: at most this many rounds (default: 30)")
+    p.add_argument(
+        "--rel-iqr", type=float, default=0.02, help="adaptive: stop once every combo's IQR/median is below (0.02)"
+    )
+    p.add_argument("--budget", type=float, default=300.0, help="adaptive: stop after this many seconds (300)")
     p.add_argument("--json", type=Path, help="where to write results (default: bench-results/<time>-<preset>.json)")
     return p
 
@@ -81,6 +90,21 @@ def _positive(name: str, value: int) -> int:
     return value
 
 
+def _settings(args: argparse.Namespace, on_gpu: bool) -> CampaignSettings:
+    warmup = args.warmup if args.warmup is not None else (3 if on_gpu else 1)
+    iters = args.iters if args.iters is not None else (None if on_gpu else 3)
+    if iters is not None:
+        _positive("--iters", iters)
+        return CampaignSettings(warmup=warmup, min_rounds=iters, max_rounds=iters, budget_s=args.budget)
+    return CampaignSettings(
+        warmup=warmup,
+        min_rounds=args.min_rounds,
+        max_rounds=args.max_rounds,
+        rel_iqr_target=args.rel_iqr,
+        budget_s=args.budget,
+    )
+
+
 def run(argv: Sequence[str] | None = None) -> int:
     """Parse arguments, measure, print the table and write the JSON; returns the exit code."""
     args = _parser().parse_args(argv)
@@ -89,37 +113,37 @@ def run(argv: Sequence[str] | None = None) -> int:
     config = ModelConfig.preset(args.preset or ("paper" if on_gpu else "tiny"))
     combos = resolve_combos(args.combos)
     batch = _positive("--batch-size", args.batch_size)
-    warmup = args.warmup if args.warmup is not None else (3 if on_gpu else 1)
-    iters = _positive("--iters", args.iters if args.iters is not None else (10 if on_gpu else 3))
-    if warmup < 0:
-        raise UserError(f"--warmup must be 0 or more, got {warmup}")
+    settings = _settings(args, on_gpu)
     if on_gpu:
         torch.cuda.set_device(device)
 
     env = environment(device)
     where = env.get("gpu_name") or env.get("cpu")
+    rounds = (
+        f"{settings.min_rounds}"
+        if settings.min_rounds == settings.max_rounds
+        else f"{settings.min_rounds}-{settings.max_rounds} (to {settings.rel_iqr_target:.0%} rel. IQR)"
+    )
     print(
         f"{PROG}: preset {config.name} {config.volume}, batch {batch}, on {device} ({where}); "
-        f"{warmup} warm-up + {iters} timed iterations per combo",
+        f"{settings.warmup} warm-up iterations per combo, then {rounds} interleaved rounds",
         file=sys.stderr,
     )
 
-    results: list[ComboResult] = []
-    columns = [TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
+    campaign = Campaign(config, [get_combo(n) for n in combos], device, batch_size=batch, settings=settings)
+    columns = [TextColumn("{task.description:<24}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
     with Progress(*columns, transient=False) as progress:
-        for name in combos:
-            task = progress.add_task(name, total=warmup + iters)
-            results.append(
-                measure_combo(
-                    config,
-                    get_combo(name),
-                    device,
-                    batch_size=batch,
-                    warmup=warmup,
-                    iterations=iters,
-                    on_iteration=lambda task=task: progress.advance(task),
-                )
-            )
+        tasks = {name: progress.add_task(f"warm-up {name}", total=settings.warmup) for name in combos}
+        rounds_task = progress.add_task("interleaved rounds", total=settings.max_rounds)
+
+        def show(p: CampaignProgress) -> None:
+            if p.phase == "warmup":
+                progress.update(tasks[p.combo], completed=p.done, description=f"warm-up {p.combo} {p.detail}")
+            else:
+                progress.update(rounds_task, completed=p.done, description=f"rounds {p.detail}")
+
+        results = list(campaign.run(show).values())
+    campaign.close()
 
     table = results_table(results)
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -130,10 +154,12 @@ def run(argv: Sequence[str] | None = None) -> int:
             "schema": JSON_SCHEMA,
             "environment": env,
             "preset": config.name,
+            "settings": asdict(settings),
             "results": [r.as_dict() for r in results],
         },
     )
     print(format_table(table))
+    print(f"stopped: {results[0].stop_reason}")
     _print_gpu_state(results)
     print(f"results written to {json_path}")
     return 0
@@ -141,10 +167,10 @@ def run(argv: Sequence[str] | None = None) -> int:
 
 def _print_gpu_state(results: Sequence[ComboResult]) -> None:
     """One line on the card's condition, so a throttled run is visible at a glance."""
-    states = [s for r in results for s in (r.gpu_state_before, r.gpu_state_after) if s is not None]
+    states = [s for r in results for s in r.gpu_states]
     if not states:
         return
-    reasons = sorted({reason for s in states for reason in s.clock_event_reasons} - {"GpuIdle"})
+    reasons = sorted({reason for r in results for reason in r.clock_event_reasons} - {"GpuIdle"})
     print(
         f"GPU {states[0].name}, driver {states[0].driver}: SM clock {min(s.sm_clock_mhz for s in states)}-"
         f"{max(s.sm_clock_mhz for s in states)} MHz (max {states[0].sm_clock_max_mhz}), "

@@ -23,7 +23,10 @@ class Combo:
     ``tf32`` allows TF32 tensor cores for float32 convolutions and matmuls (False means
     strict IEEE float32, whatever the framework's defaults); ``channels_last`` keeps the
     model and its inputs in channels-last-3d; ``autocast_dtype`` is the autocast dtype or None;
-    ``cudnn_benchmark`` lets cuDNN autotune its algorithms.
+    ``cudnn_benchmark`` lets cuDNN autotune its algorithms; ``compile`` runs the loss (forward
+    and, through AOTAutograd, backward) under ``torch.compile``; ``sdpa_attention`` computes the
+    attention blocks with ``scaled_dot_product_attention`` (the same softmax(q^T k / sqrt(C)) v);
+    ``fused_adam`` uses Adam's fused kernel.
     """
 
     name: str
@@ -32,6 +35,16 @@ class Combo:
     channels_last: bool = False
     autocast_dtype: torch.dtype | None = None
     cudnn_benchmark: bool = False
+    compile: bool = False
+    sdpa_attention: bool = False
+    fused_adam: bool = False
+
+    @property
+    def math_precision(self) -> str:
+        """The precision the tensor math runs in: 'bf16', 'fp16', 'tf32' or 'fp32'."""
+        if self.autocast_dtype is not None:
+            return {torch.bfloat16: "bf16", torch.float16: "fp16"}[self.autocast_dtype]
+        return "tf32" if self.tf32 else "fp32"
 
     @property
     def memory_format(self) -> torch.memory_format:
@@ -57,6 +70,16 @@ COMBOS: dict[str, Combo] = {
         Combo("opt2", "channels-last-3d, TF32 off", channels_last=True),
         Combo("opt12", "TF32 + channels-last-3d", tf32=True, channels_last=True),
         Combo("amp_bf16", "bf16 autocast", autocast_dtype=torch.bfloat16),
+        Combo(
+            "fast",
+            "bf16 autocast, channels-last-3d, torch.compile, SDPA attention, cuDNN autotuning, fused Adam",
+            channels_last=True,
+            autocast_dtype=torch.bfloat16,
+            cudnn_benchmark=True,
+            compile=True,
+            sdpa_attention=True,
+            fused_adam=True,
+        ),
     ]
 }
 

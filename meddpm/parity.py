@@ -22,12 +22,12 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from meddpm.atomic import write_json_atomic
 from meddpm.combos import COMBOS
 from meddpm.config import ModelConfig
 from meddpm.data.phantom import phantom_batch
 from meddpm.diffusion import build_model
 from meddpm.errors import UserError
-from meddpm.report import write_json_atomic
 
 KINDS = ("loss", "prediction", "sample_step", "grads")
 BOUNDS_FILE = Path(__file__).resolve().parent.parent / "perf_tests" / "parity_bounds.json"

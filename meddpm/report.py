@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
@@ -16,12 +11,19 @@ from meddpm.bench import ComboResult
 GIB = 2**30
 
 
+def _nan(value: float | None) -> float:
+    return float("nan") if value is None else value
+
+
 def results_table(results: Sequence[ComboResult]) -> pd.DataFrame:
-    """One row per combo: time, spread, speedup vs baseline, memory, TFLOP/s, energy."""
+    """One row per combo: time, spread, speedup vs baseline, memory, TFLOP/s, energy, clocks."""
     baseline = next((r.stats.median for r in results if r.combo == "baseline"), None)
     rows = []
     for r in results:
         s = r.stats
+        notes = ([] if r.reliable else [f"unreliable ({s.rel_iqr:.1%} > {r.rel_iqr_target:.0%})"]) + [
+            f"throttled: {', '.join(r.throttle_reasons)}"
+        ] * bool(r.throttle_reasons)
         rows.append(
             {
                 "combo": r.combo,
@@ -29,10 +31,13 @@ def results_table(results: Sequence[ComboResult]) -> pd.DataFrame:
                 "IQR ms": s.iqr,
                 "rounds": s.rounds,
                 "speedup": baseline / s.median if baseline else float("nan"),
-                "peak GiB": r.peak_allocated_bytes / GIB if r.peak_allocated_bytes is not None else float("nan"),
+                "peak GiB": _nan(r.peak_allocated_bytes) / GIB,
                 "TFLOP/s": r.tflops,
-                "J/iter": r.energy_j_per_iter if r.energy_j_per_iter is not None else float("nan"),
+                "J/iter": _nan(r.energy_j_per_iter),
+                "W": _nan(r.mean_power_w),
+                "SM MHz min": _nan(r.gpu_summary()["sm_clock_min_mhz"]),
                 "warm-up s": sum(r.warmup_ms) / 1e3,
+                "note": "; ".join(notes),
             }
         )
     return pd.DataFrame(rows).set_index("combo")
@@ -48,25 +53,12 @@ def format_table(table: pd.DataFrame) -> str:
         "peak GiB": "{:.2f}",
         "TFLOP/s": "{:.2f}",
         "J/iter": "{:.1f}",
+        "W": "{:.0f}",
+        "SM MHz min": "{:.0f}",
         "warm-up s": "{:.1f}",
     }
     shown = table.copy().astype(object)
     for column, fmt in formats.items():
-        shown[column] = [("n/a" if pd.isna(v) else fmt.format(v)) for v in table[column]]
+        if column in table:
+            shown[column] = [("n/a" if pd.isna(v) else fmt.format(v)) for v in table[column]]
     return shown.to_string()
-
-
-def write_json_atomic(path: Path, payload: Any) -> None:
-    """Write JSON to ``path`` via a temporary file and a rename, so it is never half-written."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(payload, f, indent=2, sort_keys=False, default=str)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -80,14 +80,18 @@ class TrainStep:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             model = build_model(config)
+        model.denoiser.use_sdpa_attention(combo.sdpa_attention)
         self.model: GaussianDiffusion = model.to(self.device, memory_format=combo.memory_format)
+        # Compiling the whole loss (noising, concatenation, U-Net, L1) lets Inductor fuse the
+        # elementwise and normalisation work around the convolutions; backward comes with it.
+        self.loss_fn = torch.compile(self.model.loss) if combo.compile else self.model.loss
         if images is None or masks is None:
             images, masks = phantom_batch(
                 config.volume, batch_size, config.out_channels, config.mask_channels, seed=seed
             )
         self.images = images.to(self.device, memory_format=combo.memory_format)
         self.masks = masks.to(self.device, memory_format=combo.memory_format)
-        self.optimizer = torch.optim.Adam(self.model.denoiser.parameters(), lr=lr)
+        self.optimizer = torch.optim.Adam(self.model.denoiser.parameters(), lr=lr, fused=combo.fused_adam or None)
         self.ema = ExponentialMovingAverage(self.model.denoiser, ema) if ema is not None else None
 
     def __call__(self) -> torch.Tensor:
@@ -95,7 +99,7 @@ class TrainStep:
         with self.combo.flags():
             for _ in range(self.grad_accumulate):
                 with self.combo.autocast(self.device):
-                    loss = self.model.loss(self.images, self.masks)
+                    loss = self.loss_fn(self.images, self.masks)
                 (loss / self.grad_accumulate).backward()
             self.optimizer.step()
             self.optimizer.zero_grad(set_to_none=True)

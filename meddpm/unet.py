@@ -68,11 +68,19 @@ class AttentionBlock(nn.Module):
         self.norm = GroupNorm32(groups, ch)
         self.qkv = nn.Conv1d(ch, 3 * ch, 1)
         self.proj_out = zero_init(nn.Conv1d(ch, ch, 1))
+        # The same function through PyTorch's fused attention kernels (flash / memory-efficient),
+        # which never materialise the voxels x voxels weight matrix.
+        self.use_sdpa = False
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, c, *spatial = x.shape
         flat = x.reshape(b, c, -1)
         q, k, v = self.qkv(self.norm(flat)).chunk(3, dim=1)
+        if self.use_sdpa:
+            # (batch, 1 head, voxels, channels); the default scale is 1/sqrt(C) as below.
+            q, k, v = (y.transpose(1, 2).unsqueeze(1) for y in (q, k, v))
+            h = F.scaled_dot_product_attention(q, k, v).squeeze(1).transpose(1, 2)
+            return (flat + self.proj_out(h)).reshape(b, c, *spatial)
         # Scaling q and k by ch^-1/4 each (rather than the product by ch^-1/2) keeps the
         # logits in range for half precision, as the original does.
         scale = 1.0 / math.sqrt(math.sqrt(c))
@@ -166,6 +174,12 @@ class UNet3D(nn.Module):
             nn.SiLU(),
             zero_init(nn.Conv3d(ch, config.out_channels, 3, padding=1)),
         )
+
+    def use_sdpa_attention(self, enabled: bool = True) -> None:
+        """Compute every attention block with ``scaled_dot_product_attention`` (or not)."""
+        for module in self.modules():
+            if isinstance(module, AttentionBlock):
+                module.use_sdpa = enabled
 
     def forward(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         t_emb = timestep_embedding(t, self.config.model_channels).to(self.time_embed[0].weight.dtype)

@@ -13,7 +13,7 @@ def test_bench_on_cpu_writes_valid_json(tmp_path, capsys):
     out = tmp_path / "bench.json"
     assert main(["--combos", "baseline,opt2", "--iters", "2", "--warmup", "0", "--json", str(out)]) == 0
     data = json.loads(out.read_text())
-    assert data["schema"] == "meddpm-bench/1"
+    assert data["schema"] == "meddpm-bench/2"
     assert data["preset"] == "tiny"  # the CPU default
     assert data["environment"]["device"] == "cpu"
     assert [r["combo"] for r in data["results"]] == ["baseline", "opt2"]
@@ -21,6 +21,7 @@ def test_bench_on_cpu_writes_valid_json(tmp_path, capsys):
         assert len(r["samples_ms"]) == 2 and r["stats"]["median"] > 0
         assert r["flops_per_iter"] > 0 and r["tflops"] > 0
         assert r["energy_j_per_iter"] is None and r["energy_note"] == "not a CUDA device"
+        assert r["stop_reason"] == "round limit of 2 reached"
     table = capsys.readouterr().out
     assert "ms/iter" in table and "speedup" in table and "1.00x" in table
     assert f"results written to {out}" in table
@@ -30,7 +31,10 @@ def test_bench_on_cpu_writes_valid_json(tmp_path, capsys):
     "args, message",
     [
         (["--preset", "huge"], "unknown preset 'huge'; choose one of paper, brats, tiny"),
-        (["--combos", "opt1,fastest"], "unknown combo 'fastest'; choose from baseline, opt1, opt2, opt12, amp_bf16"),
+        (
+            ["--combos", "opt1,fastest"],
+            "unknown combo 'fastest'; choose from baseline, opt1, opt2, opt12, amp_bf16, fast",
+        ),
         (["--device", "tpu"], "unknown device 'tpu'; choose auto, cpu, cuda or cuda:N"),
         (["--device", "cpu", "--iters", "0"], "--iters must be at least 1"),
         (["--combos", ","], "no combos given"),

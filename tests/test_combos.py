@@ -8,8 +8,16 @@ from meddpm import COMBOS, TrainStep, UserError, get_combo
 from meddpm.combos import backend_flags, snapshot_flags
 
 
-def test_the_five_combos():
-    assert list(COMBOS) == ["baseline", "opt1", "opt2", "opt12", "amp_bf16"]
+def test_the_combos():
+    assert list(COMBOS) == ["baseline", "opt1", "opt2", "opt12", "amp_bf16", "fast"]
+    fast = COMBOS["fast"]
+    assert (fast.autocast_dtype, fast.channels_last, fast.compile, fast.sdpa_attention) == (
+        torch.bfloat16,
+        True,
+        True,
+        True,
+    )
+    assert [c.math_precision for c in COMBOS.values()] == ["fp32", "tf32", "fp32", "tf32", "bf16", "bf16"]
     assert (COMBOS["opt1"].tf32, COMBOS["opt2"].channels_last) == (True, True)
     assert COMBOS["opt12"].tf32 and COMBOS["opt12"].channels_last
     assert COMBOS["amp_bf16"].autocast_dtype == torch.bfloat16

@@ -5,10 +5,10 @@ import json
 import pytest
 import torch
 
+from meddpm.atomic import write_json_atomic
 from meddpm.measure.nvml import decode_clock_event_reasons, open_gpu
 from meddpm.measure.stats import Stats
-from meddpm.measure.timing import time_iterations
-from meddpm.report import write_json_atomic
+from meddpm.measure.timing import time_synchronized
 
 
 def test_stats_of_samples():
@@ -21,10 +21,10 @@ def test_stats_of_samples():
         Stats.from_samples([])
 
 
-def test_cpu_timing_counts_each_iteration():
+def test_cpu_timing_runs_the_sampler_after_the_call():
     calls = []
-    samples = time_iterations(lambda: calls.append(1), 4, torch.device("cpu"))
-    assert len(samples) == 4 == len(calls) and all(s >= 0 for s in samples)
+    elapsed = time_synchronized(lambda: calls.append("step"), torch.device("cpu"), during=lambda: calls.append("nvml"))
+    assert calls == ["step", "nvml"] and elapsed >= 0
 
 
 def test_clock_event_reasons_are_named():

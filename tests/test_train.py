@@ -29,7 +29,7 @@ def test_same_seed_same_model(tiny):
 def test_gradient_accumulation_takes_one_optimizer_step(tiny, monkeypatch):
     step = TrainStep(tiny, COMBOS["baseline"], grad_accumulate=2)
     calls = {"backward": 0, "step": 0}
-    original_loss = step.model.loss
+    original_loss = step.loss_fn
 
     def counting_loss(*args, **kwargs):
         calls["backward"] += 1
@@ -41,7 +41,7 @@ def test_gradient_accumulation_takes_one_optimizer_step(tiny, monkeypatch):
         calls["step"] += 1
         return original_step(*args, **kwargs)
 
-    monkeypatch.setattr(step.model, "loss", counting_loss)
+    monkeypatch.setattr(step, "loss_fn", counting_loss)
     monkeypatch.setattr(step.optimizer, "step", counting_step)
     step()
     assert calls == {"backward": 2, "step": 1}

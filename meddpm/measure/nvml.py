@@ -24,7 +24,20 @@ class GpuState:
     temperature_c: int
     power_w: float
     power_limit_w: float
+    gpu_utilization_pct: int
     clock_event_reasons: tuple[str, ...]
+
+    @property
+    def throttle_reasons(self) -> tuple[str, ...]:
+        """The clock-event reasons that mean the card ran slower than it could (power, heat)."""
+        return tuple(r for r in self.clock_event_reasons if r in THROTTLE_REASONS)
+
+
+# Reasons that lower clocks against the workload's will. The others NVML reports
+# (GpuIdle, ApplicationsClocksSetting, SyncBoost, DisplayClockSetting) are benign.
+THROTTLE_REASONS = frozenset(
+    {"SwPowerCap", "HwSlowdown", "SwThermalSlowdown", "HwThermalSlowdown", "HwPowerBrakeSlowdown"}
+)
 
 
 def _clock_event_reason_bits() -> dict[int, str]:
@@ -80,6 +93,7 @@ class Gpu:
             temperature_c=n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU),
             power_w=n.nvmlDeviceGetPowerUsage(h) / 1000.0,
             power_limit_w=n.nvmlDeviceGetEnforcedPowerLimit(h) / 1000.0,
+            gpu_utilization_pct=n.nvmlDeviceGetUtilizationRates(h).gpu,
             clock_event_reasons=decode_clock_event_reasons(get_reasons(h)),
         )
 

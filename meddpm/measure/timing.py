@@ -1,4 +1,4 @@
-"""Per-iteration wall time: CUDA events on a GPU, a monotonic clock on the CPU."""
+"""Per-iteration time: CUDA events on a GPU, a monotonic clock on the CPU."""
 
 from __future__ import annotations
 
@@ -8,31 +8,38 @@ from collections.abc import Callable
 import torch
 
 
-def time_iterations(fn: Callable[[], object], iterations: int, device: torch.device) -> list[float]:
-    """Run ``fn`` ``iterations`` times and return each run's time in milliseconds.
+def time_synchronized(
+    fn: Callable[[], object], device: torch.device, during: Callable[[], None] | None = None
+) -> float:
+    """Milliseconds of GPU time that one call of ``fn`` queues, measured with CUDA events.
 
-    On CUDA each iteration is bracketed by events on the current stream and the host
-    synchronises only once at the end, so timing adds no stalls between iterations.
+    ``during`` runs on the host after the end event is queued but before the host waits,
+    so it samples the card (NVML) while the iteration is still executing without delaying
+    the event. On the CPU the wall time of ``fn`` is returned and ``during`` runs after it.
     """
-    if device.type == "cuda":
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(iterations)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(iterations)]
-        for start, end in zip(starts, ends):
-            start.record()
-            fn()
-            end.record()
-        torch.cuda.synchronize(device)
-        return [s.elapsed_time(e) for s, e in zip(starts, ends)]
-    samples = []
-    for _ in range(iterations):
+    if device.type != "cuda":
         t0 = time.perf_counter()
         fn()
-        samples.append((time.perf_counter() - t0) * 1e3)
-    return samples
+        elapsed = (time.perf_counter() - t0) * 1e3
+        if during is not None:
+            during()
+        return elapsed
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    if during is not None:
+        during()
+    end.synchronize()
+    return start.elapsed_time(end)
 
 
 def time_once(fn: Callable[[], object], device: torch.device) -> float:
-    """Wall time of one synchronised call in milliseconds (for warm-up and compilation)."""
+    """Wall time of one synchronised call in milliseconds (warm-up, compilation, autotuning).
+
+    Wall time, not events, because compilation happens on the host.
+    """
     synchronize(device)
     t0 = time.perf_counter()
     fn()

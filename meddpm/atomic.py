@@ -1,0 +1,33 @@
+"""Files that are never half-written: write a temporary file beside the target, then rename."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` via a temporary file, fsync and a rename.
+
+    A crash at any point leaves either the old file or the new one, never a mix, and no
+    temporary file behind.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json_atomic(path: Path, payload: Any) -> None:
+    """Write ``payload`` as indented JSON to ``path`` atomically (see :func:`write_text_atomic`)."""
+    write_text_atomic(path, json.dumps(payload, indent=2, default=str) + "\n")

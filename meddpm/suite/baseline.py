@@ -1,0 +1,285 @@
+"""Per-architecture baseline files (``baselines/<arch>.json``): schema, loading and atomic saving.
+
+Schema ``meddpm-baseline/1`` (documented in ``baselines/README.md``)::
+
+    {
+      "schema": "meddpm-baseline/1",
+      "arch": "h200",
+      "tolerances": {"time_rel": 0.05, "memory_rel": 0.02, "energy_rel": 0.10, "alpha": 0.01},
+      "expectations": [{"preset": "paper", "metric": "time", "combo": "opt1", "reference": "baseline",
+                        "max": 0.25, "min": null, "provenance": "measured", "source": "..."}],
+      "cases": {"paper/opt1/b1": {"preset": ..., "combo": ..., "batch_size": ..., "provenance": "measured",
+                                   "samples_ms": [...], "median_ms": ..., ..., "environment": {...}}},
+      "ratios": {"paper/b1": {"opt1/baseline": {"median": ..., "q1": ..., "q3": ...}}}
+    }
+
+``tolerances`` may be overridden per case. ``ratios`` records the interleaved ratios of the
+run that saved the cases, for reviewers; verdicts use ``expectations``. Files are written
+with lists of numbers on one line, so a baseline change reads well in a pull request.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from meddpm.atomic import write_text_atomic
+from meddpm.errors import UserError
+
+SCHEMA = "meddpm-baseline/1"
+PROVENANCES = ("measured", "paper")
+
+
+class BaselineError(UserError):
+    """A baseline file that cannot be used; the message names the file and the fix."""
+
+
+@dataclass(frozen=True)
+class Tolerances:
+    """How much worse than the baseline a case may get before it fails.
+
+    Relative limits on the median time, peak allocated memory and energy per iteration,
+    and the significance level a time change must reach (one-sided Mann-Whitney U).
+    """
+
+    time_rel: float = 0.05
+    memory_rel: float = 0.02
+    energy_rel: float = 0.10
+    alpha: float = 0.01
+
+
+@dataclass(frozen=True)
+class CaseKey:
+    """What a case measures: a preset, a combo and a batch size."""
+
+    preset: str
+    combo: str
+    batch_size: int
+
+    def __str__(self) -> str:
+        return f"{self.preset}/{self.combo}/b{self.batch_size}"
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """A relative claim about one architecture: metric(combo) / metric(reference) within bounds."""
+
+    preset: str
+    metric: str
+    combo: str
+    reference: str
+    provenance: str
+    source: str
+    max: float | None = None
+    min: float | None = None
+
+    @property
+    def ratio_name(self) -> str:
+        return f"{self.combo}/{self.reference}"
+
+    def describe(self) -> str:
+        """E.g. "time opt1/baseline <= 0.25 (paper)"."""
+        low = f"{self.min:g} <= " if self.min is not None else ""
+        high = f" <= {self.max:g}" if self.max is not None else ""
+        return f"{self.metric} {low}{self.ratio_name}{high} ({self.provenance})"
+
+    def holds(self, ratio: float) -> bool:
+        """Whether a measured ratio lies within the bounds (NaN never does)."""
+        return (self.max is None or ratio <= self.max) and (self.min is None or ratio >= self.min) and ratio == ratio
+
+
+@dataclass(frozen=True)
+class CaseBaseline:
+    """The stored measurement of one case."""
+
+    preset: str
+    combo: str
+    batch_size: int
+    provenance: str
+    samples_ms: list[float]
+    median_ms: float
+    iqr_ms: float
+    min_ms: float
+    peak_allocated_bytes: int | None
+    peak_reserved_bytes: int | None
+    energy_j_per_iter: float | None
+    tflops: float
+    environment: dict[str, Any]
+    tolerances: Tolerances | None = None
+
+    @property
+    def key(self) -> CaseKey:
+        return CaseKey(self.preset, self.combo, self.batch_size)
+
+
+@dataclass(frozen=True)
+class BaselineFile:
+    """Everything stored for one architecture."""
+
+    arch: str
+    tolerances: Tolerances = Tolerances()
+    expectations: tuple[Expectation, ...] = ()
+    cases: dict[str, CaseBaseline] = field(default_factory=dict)
+    ratios: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+    description: str = ""
+
+    def case(self, key: CaseKey) -> CaseBaseline | None:
+        """The stored case, or None."""
+        return self.cases.get(str(key))
+
+    def tolerances_for(self, key: CaseKey) -> Tolerances:
+        """The case's own tolerances if it has them, else the file's."""
+        stored = self.case(key)
+        return stored.tolerances if stored and stored.tolerances else self.tolerances
+
+    def expectations_for(self, preset: str, metric: str) -> list[Expectation]:
+        """Expectations on ``metric`` for ``preset``."""
+        return [e for e in self.expectations if e.preset == preset and e.metric == metric]
+
+    def with_measurements(
+        self, cases: list[CaseBaseline], ratios: dict[str, dict[str, dict[str, float]]]
+    ) -> BaselineFile:
+        """A copy with these cases and ratios replaced or added; every other entry is kept."""
+        merged = dict(self.cases)
+        merged.update({str(c.key): c for c in cases})
+        return replace(self, cases=dict(sorted(merged.items())), ratios={**self.ratios, **ratios})
+
+
+def baseline_path(directory: Path, arch: str) -> Path:
+    """Where the baseline of ``arch`` lives."""
+    return directory / f"{arch}.json"
+
+
+# --- reading ---------------------------------------------------------------------------
+def load_baseline(path: Path, arch: str) -> BaselineFile | None:
+    """The baseline file at ``path``, None if there is none, or a one-line BaselineError."""
+    if not path.exists():
+        return None
+    fix = "restore it from version control or re-create it with --save-baseline"
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BaselineError(f"cannot read baseline file {path}: {exc}; {fix}") from None
+    except json.JSONDecodeError as exc:
+        raise BaselineError(f"baseline file {path} is corrupt (not JSON: {exc}); {fix}") from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        found = data.get("schema") if isinstance(data, dict) else type(data).__name__
+        raise BaselineError(
+            f"baseline file {path} has schema {found!r} but this suite reads {SCHEMA!r}; "
+            "re-create it with --save-baseline (see baselines/README.md)"
+        )
+    try:
+        loaded = _from_dict(data)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BaselineError(f"baseline file {path} is malformed ({_describe(exc)}); {fix}") from None
+    if loaded.arch != arch:
+        raise BaselineError(f"baseline file {path} is for arch {loaded.arch!r}, not {arch!r}; rename or re-create it")
+    return loaded
+
+
+def _describe(exc: Exception) -> str:
+    return f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
+
+
+def _tolerances(data: dict[str, Any] | None) -> Tolerances | None:
+    if data is None:
+        return None
+    unknown = set(data) - {f.name for f in fields(Tolerances)}
+    if unknown:
+        raise ValueError(f"unknown tolerance {sorted(unknown)[0]!r}")
+    return Tolerances(**{k: float(v) for k, v in data.items()})
+
+
+def _provenance(value: str, where: str) -> str:
+    if value not in PROVENANCES:
+        raise ValueError(f"{where} has provenance {value!r}, expected one of {', '.join(PROVENANCES)}")
+    return value
+
+
+def _case(key: str, d: dict[str, Any]) -> CaseBaseline:
+    samples = [float(x) for x in d["samples_ms"]]
+    if not samples:
+        raise ValueError(f"case {key!r} has no samples")
+    case = CaseBaseline(
+        preset=str(d["preset"]),
+        combo=str(d["combo"]),
+        batch_size=int(d["batch_size"]),
+        provenance=_provenance(d["provenance"], f"case {key!r}"),
+        samples_ms=samples,
+        median_ms=float(d["median_ms"]),
+        iqr_ms=float(d["iqr_ms"]),
+        min_ms=float(d["min_ms"]),
+        peak_allocated_bytes=d["peak_allocated_bytes"],
+        peak_reserved_bytes=d["peak_reserved_bytes"],
+        energy_j_per_iter=d["energy_j_per_iter"],
+        tflops=float(d["tflops"]),
+        environment=dict(d["environment"]),
+        tolerances=_tolerances(d.get("tolerances")),
+    )
+    if str(case.key) != key:
+        raise ValueError(f"case {key!r} describes {case.key}")
+    return case
+
+
+def _expectation(d: dict[str, Any]) -> Expectation:
+    e = Expectation(
+        preset=str(d["preset"]),
+        metric=str(d["metric"]),
+        combo=str(d["combo"]),
+        reference=str(d["reference"]),
+        provenance=_provenance(d["provenance"], f"expectation {d['combo']}/{d['reference']}"),
+        source=str(d["source"]),
+        max=None if d.get("max") is None else float(d["max"]),
+        min=None if d.get("min") is None else float(d["min"]),
+    )
+    if e.max is None and e.min is None:
+        raise ValueError(f"expectation {e.ratio_name} has neither min nor max")
+    return e
+
+
+def _from_dict(data: dict[str, Any]) -> BaselineFile:
+    return BaselineFile(
+        arch=str(data["arch"]),
+        description=str(data.get("description", "")),
+        tolerances=_tolerances(data.get("tolerances", {})) or Tolerances(),
+        expectations=tuple(_expectation(e) for e in data.get("expectations", [])),
+        cases={k: _case(k, v) for k, v in data.get("cases", {}).items()},
+        ratios=data.get("ratios", {}),
+    )
+
+
+# --- writing ---------------------------------------------------------------------------
+def to_dict(baseline: BaselineFile) -> dict[str, Any]:
+    """The JSON document of ``baseline`` (keys in a stable, reviewable order)."""
+    cases = {}
+    for key, case in baseline.cases.items():
+        d = asdict(case)
+        if d["tolerances"] is None:
+            del d["tolerances"]
+        cases[key] = d
+    return {
+        "schema": SCHEMA,
+        "arch": baseline.arch,
+        "description": baseline.description,
+        "tolerances": asdict(baseline.tolerances),
+        "expectations": [asdict(e) for e in baseline.expectations],
+        "cases": cases,
+        "ratios": baseline.ratios,
+    }
+
+
+_SCALAR_LIST = re.compile(r"\[\s*((?:-?[\d.eE+-]+|null|true|false)(?:,\s*(?:-?[\d.eE+-]+|null|true|false))*)\s*\]")
+
+
+def dumps_reviewable(document: Any) -> str:
+    """JSON indented for reading, with lists of numbers kept on one line."""
+    text = json.dumps(document, indent=2)
+    return _SCALAR_LIST.sub(lambda m: "[" + ", ".join(x.strip() for x in m.group(1).split(",")) + "]", text) + "\n"
+
+
+def save_baseline(path: Path, baseline: BaselineFile) -> None:
+    """Write ``baseline`` to ``path`` atomically: the old file or the new one, never a mix."""
+    write_text_atomic(path, dumps_reviewable(to_dict(baseline)))

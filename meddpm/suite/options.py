@@ -1,0 +1,165 @@
+"""Every command-line option of the regression suite, declared and validated in one place."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from meddpm.bench import CampaignSettings
+from meddpm.combos import COMBOS, get_combo
+from meddpm.config import ModelConfig
+from meddpm.errors import UserError
+from meddpm.suite.arch import validate_arch
+
+# CPU cases default to the combos that finish in seconds there: bf16 conv3d crawls on CPUs
+# (about 12 s per tiny iteration) and compilation needs minutes; TF32 does not exist there.
+CPU_DEFAULT_COMBOS = ("baseline", "opt2")
+
+
+@dataclass(frozen=True)
+class SuiteOptions:
+    """The parsed options; ``None`` means "the default for the device the case runs on"."""
+
+    save_baseline: bool
+    force_save: bool
+    baseline_dir: Path
+    arch: str | None
+    preset: str | None
+    combos: tuple[str, ...] | None
+    batch_size: int
+    warmup: int | None
+    min_rounds: int
+    max_rounds: int | None
+    rel_iqr: float | None
+    budget_s: float | None
+    benchmark_rounds: int
+    results_dir: Path
+
+    def preset_for(self, on_gpu: bool) -> str:
+        """``--preset``, else paper on a GPU and tiny on the CPU."""
+        return self.preset or ("paper" if on_gpu else "tiny")
+
+    def combos_for(self, on_gpu: bool) -> tuple[str, ...]:
+        """``--combos``, else all of them on a GPU and the quick ones on the CPU."""
+        return self.combos or (tuple(COMBOS) if on_gpu else CPU_DEFAULT_COMBOS)
+
+    def campaign_settings(self, on_gpu: bool) -> CampaignSettings:
+        """Measurement settings, with device-dependent defaults where no option was given."""
+
+        def pick(value, gpu_default, cpu_default):
+            return value if value is not None else (gpu_default if on_gpu else cpu_default)
+
+        max_default = max(self.min_rounds, 30 if on_gpu else 8)
+        return CampaignSettings(
+            warmup=pick(self.warmup, 3, 1),
+            min_rounds=self.min_rounds,
+            max_rounds=pick(self.max_rounds, max_default, max_default),
+            # CPU runners share cores with everything else; they rarely get under 3 %.
+            rel_iqr_target=pick(self.rel_iqr, 0.03, 0.25),
+            budget_s=pick(self.budget_s, 600.0, 60.0),
+        )
+
+
+def add_options(parser: pytest.Parser) -> None:
+    """Declare the suite's options (called from ``pytest_addoption``)."""
+    g = parser.getgroup("meddpm", "Med-DDPM performance regression suite")
+    g.addoption(
+        "--save-baseline",
+        action="store_true",
+        help="write this run's measurements into baselines/<arch>.json (refused after failures, "
+        "unreliable timings or throttling, unless --force-save-baseline)",
+    )
+    g.addoption("--force-save-baseline", action="store_true", help="save even when the run would be refused")
+    g.addoption(
+        "--baseline-dir", type=Path, default=None, help="where baseline files live (default: <rootdir>/baselines)"
+    )
+    g.addoption(
+        "--arch",
+        default=None,
+        help="use this architecture's baselines and cases instead of the detected one "
+        "(v100, a100, h100, h200 or any key)",
+    )
+    g.addoption("--preset", default=None, help="model preset (default: paper on a GPU, tiny on the CPU)")
+    g.addoption("--combos", default=None, help=f"comma-separated combos (default: all on GPU); {', '.join(COMBOS)}")
+    g.addoption("--batch-size", type=int, default=1, help="volumes per iteration (default: 1)")
+    g.addoption("--perf-warmup", type=int, default=None, help="warm-up iterations per combo (default: 3 GPU, 1 CPU)")
+    g.addoption(
+        "--perf-min-rounds",
+        type=int,
+        default=5,
+        help="timed rounds at least (default: 5, the fewest that can reach p < 0.01)",
+    )
+    g.addoption("--perf-max-rounds", type=int, default=None, help="timed rounds at most (default: 30 GPU, 8 CPU)")
+    g.addoption(
+        "--perf-rel-iqr",
+        type=float,
+        default=None,
+        help="stop once every combo's IQR/median is below this (default: 0.03 GPU, 0.25 CPU)",
+    )
+    g.addoption(
+        "--perf-budget",
+        type=float,
+        default=None,
+        help="seconds of timed rounds per preset at most (default: 600 GPU, 60 CPU)",
+    )
+    g.addoption(
+        "--perf-benchmark-rounds",
+        type=int,
+        default=3,
+        help="synchronised rounds per case that pytest-benchmark times itself (default: 3)",
+    )
+    g.addoption(
+        "--perf-results-dir",
+        type=Path,
+        default=Path("perf-results"),
+        help="where the run's results JSON and Markdown summary go (default: perf-results)",
+    )
+
+
+def _combos(spec: str | None) -> tuple[str, ...] | None:
+    if spec is None:
+        return None
+    names = tuple(n.strip() for n in spec.split(",") if n.strip())
+    if not names:
+        raise UserError(f"--combos is empty; choose from {', '.join(COMBOS)}")
+    for name in names:
+        get_combo(name)
+    return names
+
+
+def _at_least(option: str, value: int | None, minimum: int) -> None:
+    if value is not None and value < minimum:
+        raise UserError(f"{option} must be at least {minimum}, got {value}")
+
+
+def parse_options(config: pytest.Config) -> SuiteOptions:
+    """The suite's options from ``config``, or a one-line UserError naming the bad one."""
+    opt = config.getoption
+    if opt("--preset") is not None:
+        ModelConfig.preset(opt("--preset"))  # raises the unknown-preset error
+    _at_least("--batch-size", opt("--batch-size"), 1)
+    _at_least("--perf-warmup", opt("--perf-warmup"), 0)
+    _at_least("--perf-min-rounds", opt("--perf-min-rounds"), 1)
+    _at_least("--perf-max-rounds", opt("--perf-max-rounds"), opt("--perf-min-rounds"))
+    _at_least("--perf-benchmark-rounds", opt("--perf-benchmark-rounds"), 1)
+    for name in ("--perf-rel-iqr", "--perf-budget"):
+        if opt(name) is not None and not opt(name) > 0:
+            raise UserError(f"{name} must be above 0, got {opt(name)}")
+    return SuiteOptions(
+        save_baseline=opt("--save-baseline") or opt("--force-save-baseline"),
+        force_save=opt("--force-save-baseline"),
+        baseline_dir=opt("--baseline-dir") or Path(config.rootpath) / "baselines",
+        arch=validate_arch(opt("--arch")) if opt("--arch") else None,
+        preset=opt("--preset"),
+        combos=_combos(opt("--combos")),
+        batch_size=opt("--batch-size"),
+        warmup=opt("--perf-warmup"),
+        min_rounds=opt("--perf-min-rounds"),
+        max_rounds=opt("--perf-max-rounds"),
+        rel_iqr=opt("--perf-rel-iqr"),
+        budget_s=opt("--perf-budget"),
+        benchmark_rounds=opt("--perf-benchmark-rounds"),
+        results_dir=opt("--perf-results-dir"),
+    )

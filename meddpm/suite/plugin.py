@@ -1,0 +1,161 @@
+"""The suite's pytest plugin: markers, options, architecture selection, fixtures, summary, saving.
+
+Loaded by the repository's root ``conftest.py`` (``pytest_plugins``), so it is active for
+this project's test runs only. Tests use the ``perf_suite`` fixture and the ``perf_case`` /
+``ratio_case`` parameters it generates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pandas as pd
+import pytest
+import torch
+
+from meddpm.errors import UserError
+from meddpm.suite.arch import KNOWN_ARCHS, detect_arch
+from meddpm.suite.options import add_options, parse_options
+from meddpm.suite.runner import CPU, PerfCase, RatioCase, SuiteRun
+
+SUITE = pytest.StashKey[SuiteRun]()
+
+MARKERS = {
+    "gpu": "needs a CUDA GPU",
+    "cpu": "runs on the CPU (tiny preset by default)",
+    "slow": "takes more than a few seconds",
+    "parity": "numerical parity between layouts and precisions (Hypothesis)",
+    "nightly": "part of the nightly GPU run only",
+    "ncu": "Nsight Compute counters (needs ncu on PATH)",
+    **{arch: f"cases for the {arch.upper()} baselines" for arch in KNOWN_ARCHS},
+}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_options(parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name, doc in MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {doc}")
+    try:
+        options = parse_options(config)
+    except UserError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    running = options.arch or (detect_arch(torch.device("cuda")) if torch.cuda.is_available() else None)
+    if running and running not in MARKERS:
+        config.addinivalue_line("markers", f"{running}: cases for the {running} baselines")
+
+    def write_line(line: str) -> None:
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(line)
+
+    config.stash[SUITE] = SuiteRun(options, running, write_line)
+
+
+def _marks(arch: str, preset: str, batch_size: int) -> list[pytest.MarkDecorator]:
+    group = pytest.mark.benchmark(group=f"{arch} {preset} b{batch_size}")
+    if arch == CPU:
+        return [pytest.mark.cpu, group]
+    return [pytest.mark.gpu, getattr(pytest.mark, arch), pytest.mark.slow, group]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    suite = metafunc.config.stash[SUITE]
+    if "perf_case" in metafunc.fixturenames:
+        params = [pytest.param(c, id=c.id, marks=_marks(c.arch, c.preset, c.batch_size)) for c in suite.cases()]
+        metafunc.parametrize("perf_case", params)
+    if "ratio_case" in metafunc.fixturenames:
+        params = [pytest.param(r, id=r.id, marks=_marks(r.arch, r.preset, r.batch_size)) for r in suite.ratio_cases()]
+        metafunc.parametrize("ratio_case", params)
+
+
+def _case_of(item: pytest.Item) -> PerfCase | RatioCase | None:
+    params = getattr(item, "callspec", None)
+    if params is None:
+        return None
+    return params.params.get("perf_case") or params.params.get("ratio_case")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    suite = config.stash[SUITE]
+    if not torch.cuda.is_available():
+        no_gpu = pytest.mark.skip(reason="needs a CUDA GPU; none is visible to PyTorch on this machine")
+        for item in items:
+            if item.get_closest_marker("gpu"):
+                item.add_marker(no_gpu)
+        return
+    other = pytest.mark.skip(reason=f"running on {suite.running_arch}")
+    used = False
+    for item in items:
+        case = _case_of(item)
+        if case is None or case.arch == CPU:
+            continue
+        if case.arch != suite.running_arch:
+            item.add_marker(other)
+        else:
+            used = True
+    if used:
+        try:  # fail fast, before any measuring, on an unusable baseline file
+            suite.baseline(suite.running_arch)
+        except UserError as exc:
+            raise pytest.UsageError(str(exc)) from None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Iterator[None]:
+    """A user error inside a test (out of memory, a bad baseline) fails it with one line."""
+    outcome = yield
+    if isinstance(outcome.excinfo and outcome.excinfo[1], UserError):
+        outcome.force_exception(pytest.fail.Exception(str(outcome.excinfo[1]), pytrace=False))
+
+
+@pytest.fixture(scope="session")
+def perf_suite(request: pytest.FixtureRequest) -> SuiteRun:
+    """The session's suite state: options, measurements, baselines and verdicts."""
+    return request.config.stash[SUITE]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    suite = session.config.stash.get(SUITE, None)
+    if suite is None:
+        return
+    if suite.options.save_baseline and suite.records:
+        message = suite.save(session.testsfailed)
+        if message.startswith("baseline not saved"):
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    suite.summary_path = suite.write_results()
+    suite.close()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    suite = config.stash.get(SUITE, None)
+    if suite is None or not suite.records:
+        return
+    tr = terminalreporter
+    tr.section("meddpm performance")
+    rows = [
+        {
+            "case": r.case.id,
+            "ms/iter": r.result.stats.median,
+            "rel IQR": f"{r.result.stats.rel_iqr:.2%}",
+            "rounds": r.result.stats.rounds,
+            "TFLOP/s": r.result.tflops,
+            "J/iter": r.result.energy_j_per_iter,
+            "outcome": r.outcome,
+        }
+        for r in suite.records.values()
+    ]
+    tr.write_line(pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    for arch, verdict, _ in suite.expectation_verdicts:
+        tr.write_line(f"{arch}: {verdict.message()} -> {verdict.outcome}")
+    for r in suite.records.values():
+        for v in r.verdicts:
+            if v.outcome not in ("unchanged", "not measured"):
+                tr.write_line(v.message())
+    if suite.save_message:
+        tr.write_line(suite.save_message, bold=True, red=suite.save_message.startswith("baseline not saved"))
+    if suite.summary_path:
+        tr.write_line(f"results: {suite.summary_path.parent / 'results.json'}, summary: {suite.summary_path}")

@@ -1,0 +1,359 @@
+"""One pytest session of the suite: which cases exist, their measurements, verdicts and baselines.
+
+The plugin (``meddpm.suite.plugin``) holds one :class:`SuiteRun` per session; tests ask it for
+results and verdicts. Measurements happen lazily, one interleaved :class:`Campaign` per
+(device, preset, batch size), the first time a case of it runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from meddpm.atomic import write_json_atomic, write_text_atomic
+from meddpm.bench import Campaign, ComboResult, Progress
+from meddpm.combos import get_combo
+from meddpm.config import ModelConfig
+from meddpm.errors import UserError
+from meddpm.measure.environment import environment
+from meddpm.measure.stats import Stats
+from meddpm.measure.timing import synchronize
+from meddpm.suite.arch import KNOWN_ARCHS, PEAKS
+from meddpm.suite.baseline import (
+    BaselineFile,
+    CaseBaseline,
+    CaseKey,
+    Expectation,
+    baseline_path,
+    load_baseline,
+    save_baseline,
+)
+from meddpm.suite.options import SuiteOptions
+from meddpm.suite.summary import markdown_summary
+from meddpm.suite.verdict import Verdict, judge_case, judge_expectation
+
+RESULTS_SCHEMA = "meddpm-perf-results/1"
+CPU = "cpu"
+
+
+@dataclass(frozen=True)
+class PerfCase:
+    """One parametrized case: a training step of a preset and combo on an architecture."""
+
+    arch: str  # a GPU architecture key, or "cpu"
+    preset: str
+    combo: str
+    batch_size: int
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.arch != CPU
+
+    @property
+    def key(self) -> CaseKey:
+        return CaseKey(self.preset, self.combo, self.batch_size)
+
+    @property
+    def id(self) -> str:
+        return f"{self.arch}-{self.preset}-{self.combo}-b{self.batch_size}"
+
+
+@dataclass(frozen=True)
+class RatioCase:
+    """A relative expectation to check: time(combo) / time(reference) on an architecture."""
+
+    arch: str
+    preset: str
+    combo: str
+    reference: str
+    batch_size: int
+
+    @property
+    def id(self) -> str:
+        return f"{self.arch}-{self.preset}-{self.combo}/{self.reference}-b{self.batch_size}"
+
+
+@dataclass
+class CaseRecord:
+    """What the suite learnt about one case, for the summary, the results file and saving."""
+
+    case: PerfCase
+    result: ComboResult
+    outcome: str = "measured"  # then "ok", "regression", "improvement", "unreliable", "no baseline"
+    verdicts: list[Verdict] = field(default_factory=list)
+
+
+class SuiteRun:
+    """State of one session: options, the architecture it runs on, campaigns and records."""
+
+    def __init__(self, options: SuiteOptions, running_arch: str | None, write_line: Callable[[str], None]):
+        self.options = options
+        self.running_arch = running_arch  # None where no GPU is visible
+        self.write_line = write_line
+        self.records: dict[str, CaseRecord] = {}
+        self.expectation_verdicts: list[tuple[str, Verdict, str]] = []
+        self.save_message = ""
+        self.summary_path: Path | None = None
+        self._baselines: dict[str, BaselineFile | None] = {}
+        self._campaigns: dict[tuple[str, str, int], Campaign] = {}
+        self._campaign_errors: dict[tuple[str, str, int], UserError] = {}
+
+    # --- cases ------------------------------------------------------------------------
+    def gpu_archs(self) -> tuple[str, ...]:
+        """Every architecture that gets cases: the known ones and the one this run is on."""
+        extra = () if self.running_arch in (None, *KNOWN_ARCHS) else (self.running_arch,)
+        return (*KNOWN_ARCHS, *extra)
+
+    def cases(self) -> list[PerfCase]:
+        """Cases for every GPU architecture (others' skip at run time), then the CPU cases."""
+        o = self.options
+        gpu = [PerfCase(a, o.preset_for(True), c, o.batch_size) for a in self.gpu_archs() for c in o.combos_for(True)]
+        cpu = [PerfCase(CPU, o.preset_for(False), c, o.batch_size) for c in o.combos_for(False)]
+        return gpu + cpu
+
+    def ratio_cases(self) -> list[RatioCase]:
+        """Every selected combo against the baseline combo, per GPU architecture."""
+        o = self.options
+        return [
+            RatioCase(a, o.preset_for(True), c, "baseline", o.batch_size)
+            for a in self.gpu_archs()
+            for c in o.combos_for(True)
+            if c != "baseline"
+        ]
+
+    # --- baselines --------------------------------------------------------------------
+    def baseline(self, arch: str) -> BaselineFile | None:
+        """The stored baseline of ``arch`` (cached), None if there is none; BaselineError if unusable."""
+        if arch not in self._baselines:
+            self._baselines[arch] = load_baseline(baseline_path(self.options.baseline_dir, arch), arch)
+        return self._baselines[arch]
+
+    def stored_case(self, case: PerfCase) -> CaseBaseline | None:
+        """The stored measurement of ``case``, or None."""
+        stored = self.baseline(case.arch)
+        return stored.case(case.key) if stored else None
+
+    # --- measuring --------------------------------------------------------------------
+    def device(self, on_gpu: bool) -> torch.device:
+        return torch.device("cuda", torch.cuda.current_device()) if on_gpu else torch.device("cpu")
+
+    def campaign(self, on_gpu: bool, preset: str, batch_size: int) -> Campaign:
+        """The interleaved measurement of every selected combo of ``preset``, run on first use."""
+        key = ("cuda" if on_gpu else CPU, preset, batch_size)
+        if key not in self._campaigns:
+            self._campaigns[key] = self._run_campaign(on_gpu, preset, batch_size, key)
+        if key in self._campaign_errors:
+            # Every case of a failed campaign reports the same one-line error.
+            raise self._campaign_errors[key]
+        return self._campaigns[key]
+
+    def _run_campaign(self, on_gpu: bool, preset: str, batch_size: int, key: tuple[str, str, int]) -> Campaign:
+        combos = self.options.combos_for(on_gpu)
+        settings = self.options.campaign_settings(on_gpu)
+        self.write_line(
+            f"\nmeddpm: measuring {preset} b{batch_size} on {self.running_arch if on_gpu else CPU}: "
+            f"{', '.join(combos)}; {settings.warmup} warm-up iterations each, then "
+            f"{settings.min_rounds}-{settings.max_rounds} interleaved rounds to "
+            f"{settings.rel_iqr_target:.0%} rel. IQR within {settings.budget_s:.0f} s"
+        )
+        campaign = Campaign(
+            ModelConfig.preset(preset),
+            [get_combo(c) for c in combos],
+            self.device(on_gpu),
+            batch_size=batch_size,
+            settings=settings,
+        )
+        try:
+            results = campaign.run(self._progress)
+        except UserError as exc:
+            self._campaign_errors[key] = exc
+        else:
+            self.write_line(f"meddpm: {preset} b{batch_size}: {next(iter(results.values())).stop_reason}")
+        return campaign
+
+    def _progress(self, p: Progress) -> None:
+        if p.phase == "warmup" and p.done == 1:
+            self.write_line(f"  warm-up {p.combo}: first iteration (autotuning, compilation) {p.detail}")
+        elif p.phase == "round" and (p.done <= 2 or p.done % 5 == 0):
+            self.write_line(f"  round {p.done} {p.detail}")
+
+    def result(self, case: PerfCase) -> ComboResult:
+        """The measurement of ``case`` (running its campaign if needed), recorded for the summary."""
+        result = self.campaign(case.on_gpu, case.preset, case.batch_size).results[case.combo]
+        self.records.setdefault(case.id, CaseRecord(case, result))
+        return result
+
+    def time_with_benchmark(self, case: PerfCase, benchmark: Any) -> None:
+        """Let pytest-benchmark time a few synchronised iterations itself and store our figures.
+
+        Its own rounds measure host wall time around a synchronised iteration; our CUDA-event
+        samples, statistics, NVML readings and verdicts go into ``extra_info``, so its JSON,
+        comparisons and histograms carry everything.
+        """
+        campaign = self.campaign(case.on_gpu, case.preset, case.batch_size)
+        step, device = campaign.steps[case.combo], campaign.device
+
+        def synchronised_iteration() -> None:
+            step()
+            synchronize(device)
+
+        benchmark.pedantic(synchronised_iteration, rounds=self.options.benchmark_rounds, iterations=1)
+        benchmark.extra_info.update(self.case_payload(case))
+
+    # --- verdicts ---------------------------------------------------------------------
+    def judge(self, case: PerfCase) -> list[Verdict]:
+        """Time, memory and energy verdicts of ``case`` against its stored baseline."""
+        record = self.records[case.id]
+        stored = self.stored_case(case)
+        assert stored is not None, "judge() needs a stored case"
+        tol = self.baseline(case.arch).tolerances_for(case.key)  # type: ignore[union-attr]
+        r = record.result
+        record.verdicts = judge_case(
+            str(case.key), r.samples_ms, r.peak_allocated_bytes, r.energy_j_per_iter, stored, tol
+        )
+        failed = any(v.failed for v in record.verdicts)
+        improved = any(v.outcome == "improvement" for v in record.verdicts)
+        record.outcome = "regression" if failed else "improvement" if improved else "ok"
+        return record.verdicts
+
+    def expectations(self, ratio: RatioCase) -> list[Expectation]:
+        """The stored time expectations for ``ratio``'s combo and reference."""
+        stored = self.baseline(ratio.arch)
+        if stored is None:
+            return []
+        return [
+            e
+            for e in stored.expectations_for(ratio.preset, "time")
+            if (e.combo, e.reference) == (ratio.combo, ratio.reference)
+        ]
+
+    def judge_ratio(self, ratio: RatioCase, expectation: Expectation, measured: Stats) -> Verdict:
+        """Check a measured ratio against an expectation and remember it for the summary."""
+        verdict = judge_expectation(expectation, measured.median)
+        self.expectation_verdicts.append((ratio.arch, verdict, expectation.source))
+        return verdict
+
+    # --- output -----------------------------------------------------------------------
+    def case_payload(self, case: PerfCase) -> dict[str, Any]:
+        """JSON-ready figures of a case, with the fraction of the architecture's peak."""
+        record = self.records[case.id]
+        payload = record.result.as_dict()
+        peaks = PEAKS.get(case.arch)
+        peak = peaks.for_precision(record.result.math_precision) if peaks else None
+        payload.update(
+            arch=case.arch,
+            outcome=record.outcome,
+            peak_tflops=peak,
+            peak_source=peaks.source if peaks else None,
+            fraction_of_peak=record.result.tflops / peak if peak else None,
+            verdicts=[v.message() for v in record.verdicts],
+        )
+        return payload
+
+    def ratio_table(self, on_gpu: bool) -> dict[str, dict[str, dict[str, float]]]:
+        """Interleaved time ratios combo / baseline per preset and batch, from each campaign."""
+        table: dict[str, dict[str, dict[str, float]]] = {}
+        for (device, preset, batch), campaign in self._campaigns.items():
+            if (device != CPU) != on_gpu or "baseline" not in campaign.results:
+                continue
+            table[f"{preset}/b{batch}"] = {
+                f"{combo}/baseline": {
+                    k: round(v, 4)
+                    for k, v in campaign.ratio(combo, "baseline").as_dict().items()
+                    if k in ("median", "q1", "q3", "min", "max")
+                }
+                for combo in campaign.results
+                if combo != "baseline"
+            }
+        return table
+
+    def write_results(self) -> Path | None:
+        """Write the run's results JSON and Markdown summary; returns the summary's path."""
+        if not self.records:
+            return None
+        out = self.options.results_dir
+        on_gpu = any(r.case.on_gpu for r in self.records.values())
+        payload = {
+            "schema": RESULTS_SCHEMA,
+            "arch": self.running_arch if on_gpu else CPU,
+            "environment": environment(self.device(on_gpu)),
+            "cases": [self.case_payload(r.case) for r in self.records.values()],
+            "ratios": self.ratio_table(on_gpu),
+            "expectations": [
+                {"arch": arch, "check": v.metric, "measured": v.now, "outcome": v.outcome, "source": source}
+                for arch, v, source in self.expectation_verdicts
+            ],
+            "baseline_saved": self.save_message,
+        }
+        write_json_atomic(out / "results.json", payload)
+        summary = out / "summary.md"
+        write_text_atomic(summary, markdown_summary(payload))
+        return summary
+
+    def close(self) -> None:
+        """Free every campaign's models and GPU memory."""
+        for campaign in self._campaigns.values():
+            campaign.close()
+
+    # --- saving -----------------------------------------------------------------------
+    def save_refusals(self, failed_tests: int) -> list[str]:
+        """Why this run must not become a baseline (empty if it may)."""
+        reasons = [f"{failed_tests} test(s) failed"] if failed_tests else []
+        for record in self.records.values():
+            r = record.result
+            if not r.reliable:
+                reasons.append(f"{record.case.id} is unreliable (rel. IQR {r.stats.rel_iqr:.1%})")
+            if r.throttle_reasons:
+                reasons.append(f"{record.case.id} was throttled ({', '.join(r.throttle_reasons)})")
+        return reasons
+
+    def save(self, failed_tests: int) -> str:
+        """Save every measured case into its architecture's file, unless refused; returns the outcome."""
+        if not self.records:
+            self.save_message = "baseline not saved: no case was measured"
+            return self.save_message
+        refusals = self.save_refusals(failed_tests)
+        if refusals and not self.options.force_save:
+            self.save_message = f"baseline not saved: {'; '.join(refusals)}; fix that, or pass --force-save-baseline"
+            return self.save_message
+        env_by_device = {
+            on_gpu: environment(self.device(on_gpu)) for on_gpu in {r.case.on_gpu for r in self.records.values()}
+        }
+        saved = []
+        for arch in sorted({r.case.arch for r in self.records.values()}):
+            cases = [
+                _case_baseline(r, env_by_device[r.case.on_gpu]) for r in self.records.values() if r.case.arch == arch
+            ]
+            current = self.baseline(arch) or BaselineFile(arch=arch, description=f"Measured on {arch}.")
+            ratios = self.ratio_table(on_gpu=arch != CPU)
+            path = baseline_path(self.options.baseline_dir, arch)
+            save_baseline(path, current.with_measurements(cases, ratios))
+            self._baselines.pop(arch, None)
+            saved.append(f"{len(cases)} case(s) to {path}")
+        forced = " (forced past: " + "; ".join(refusals) + ")" if refusals else ""
+        self.save_message = f"baseline saved: {', '.join(saved)}{forced}"
+        return self.save_message
+
+
+def _case_baseline(record: CaseRecord, env: dict[str, Any]) -> CaseBaseline:
+    r = record.result
+    stats = r.stats
+    return CaseBaseline(
+        preset=r.preset,
+        combo=r.combo,
+        batch_size=r.batch_size,
+        provenance="measured",
+        samples_ms=[round(s, 3) for s in r.samples_ms],
+        median_ms=round(stats.median, 3),
+        iqr_ms=round(stats.iqr, 3),
+        min_ms=round(stats.min, 3),
+        peak_allocated_bytes=r.peak_allocated_bytes,
+        peak_reserved_bytes=r.peak_reserved_bytes,
+        energy_j_per_iter=None if r.energy_j_per_iter is None else round(r.energy_j_per_iter, 2),
+        tflops=round(r.tflops, 3),
+        environment={**env, **r.gpu_summary()},
+    )

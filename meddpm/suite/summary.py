@@ -1,0 +1,61 @@
+"""The Markdown summary of a suite run: what a nightly job posts and a reviewer reads first."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+GIB = 2**30
+
+
+def _cases_table(cases: list[dict[str, Any]]) -> pd.DataFrame:
+    rows = []
+    for c in cases:
+        s = c["stats"]
+        rows.append(
+            {
+                "case": f"{c['arch']} {c['preset']} b{c['batch_size']}",
+                "combo": c["combo"],
+                "ms/iter": round(s["median"], 1),
+                "IQR %": round(100 * s["rel_iqr"], 2),
+                "rounds": s["rounds"],
+                "TFLOP/s": round(c["tflops"], 1),
+                "% of peak": None if c["fraction_of_peak"] is None else round(100 * c["fraction_of_peak"], 1),
+                "peak GiB": None if c["peak_allocated_bytes"] is None else round(c["peak_allocated_bytes"] / GIB, 2),
+                "J/iter": None if c["energy_j_per_iter"] is None else round(c["energy_j_per_iter"], 1),
+                "SM MHz min": c["sm_clock_min_mhz"],
+                "outcome": c["outcome"],
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def markdown_summary(results: dict[str, Any]) -> str:
+    """A short Markdown report of a results document (see ``SuiteRun.write_results``)."""
+    env = results["environment"]
+    where = env.get("gpu_name") or env.get("cpu")
+    lines = [
+        f"## meddpm-perf on {results['arch']} ({where})",
+        "",
+        f"torch {env['torch']}, CUDA {env['cuda']}, cuDNN {env['cudnn']}, commit {env['commit']}, {env['date']}",
+        "",
+        _cases_table(results["cases"]).to_markdown(index=False),
+        "",
+    ]
+    ratios = [
+        {"preset": preset, "ratio": name, "median": r["median"], "q1": r["q1"], "q3": r["q3"]}
+        for preset, by_name in results["ratios"].items()
+        for name, r in by_name.items()
+    ]
+    if ratios:
+        lines += ["Interleaved time ratios (per round, paired):", "", pd.DataFrame(ratios).to_markdown(index=False), ""]
+    if results["expectations"]:
+        exp = pd.DataFrame(results["expectations"])[["arch", "check", "measured", "outcome"]]
+        lines += ["Relative expectations:", "", exp.to_markdown(index=False), ""]
+    problems = [v for c in results["cases"] for v in c["verdicts"] if " regression:" in v or " improvement:" in v]
+    if problems:
+        lines += ["Changes against the baseline:", ""] + [f"- {p}" for p in problems] + [""]
+    if results.get("baseline_saved"):
+        lines += [results["baseline_saved"], ""]
+    return "\n".join(lines)
