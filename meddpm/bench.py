@@ -26,6 +26,8 @@ from meddpm.measure.stats import Stats
 from meddpm.measure.timing import synchronize, time_once, time_synchronized
 from meddpm.train import TrainStep
 
+THROTTLE_CLOCK_FRACTION = 0.98
+
 
 @dataclass(frozen=True)
 class CampaignSettings:
@@ -115,8 +117,21 @@ class ComboResult:
 
     @property
     def throttle_reasons(self) -> tuple[str, ...]:
-        """The reasons seen that mean the card was held back (power, thermal)."""
-        return tuple(sorted({r for s in self.gpu_states for r in s.throttle_reasons}))
+        """Power or thermal reasons seen while the SM clock sat measurably below its maximum.
+
+        A reason flagged for an instant while the clock stays within 2 % of the maximum (a
+        power-cap blip of 15 MHz, say) moves no timing and does not count as throttling.
+        """
+        return tuple(
+            sorted(
+                {
+                    r
+                    for s in self.gpu_states
+                    if s.sm_clock_mhz < THROTTLE_CLOCK_FRACTION * s.sm_clock_max_mhz
+                    for r in s.throttle_reasons
+                }
+            )
+        )
 
     def gpu_summary(self) -> dict[str, float | None]:
         """SM clock mean and min, temperature max, utilisation mean over the timed iterations."""

@@ -9,7 +9,8 @@ Schema ``meddpm-baseline/1`` (documented in ``baselines/README.md``)::
       "expectations": [{"preset": "paper", "metric": "time", "combo": "opt1", "reference": "baseline",
                         "max": 0.25, "min": null, "provenance": "measured", "source": "..."}],
       "cases": {"paper/opt1/b1": {"preset": ..., "combo": ..., "batch_size": ..., "provenance": "measured",
-                                   "samples_ms": [...], "median_ms": ..., ..., "environment": {...}}},
+                                   "samples_ms": [...], "median_ms": ..., "energy_samples_j": [...], ...,
+                                   "environment": {...}}},
       "ratios": {"paper/b1": {"opt1/baseline": {"median": ..., "q1": ..., "q3": ...}}}
     }
 
@@ -106,6 +107,7 @@ class CaseBaseline:
     peak_allocated_bytes: int | None
     peak_reserved_bytes: int | None
     energy_j_per_iter: float | None
+    energy_samples_j: list[float]
     tflops: float
     environment: dict[str, Any]
     tolerances: Tolerances | None = None
@@ -144,7 +146,10 @@ class BaselineFile:
     ) -> BaselineFile:
         """A copy with these cases and ratios replaced or added; every other entry is kept."""
         merged = dict(self.cases)
-        merged.update({str(c.key): c for c in cases})
+        for case in cases:
+            # A case's own tolerances are policy, set by hand: a re-save keeps them.
+            kept = self.cases.get(str(case.key))
+            merged[str(case.key)] = replace(case, tolerances=kept.tolerances) if kept else case
         return replace(self, cases=dict(sorted(merged.items())), ratios={**self.ratios, **ratios})
 
 
@@ -215,6 +220,7 @@ def _case(key: str, d: dict[str, Any]) -> CaseBaseline:
         peak_allocated_bytes=d["peak_allocated_bytes"],
         peak_reserved_bytes=d["peak_reserved_bytes"],
         energy_j_per_iter=d["energy_j_per_iter"],
+        energy_samples_j=[float(x) for x in d["energy_samples_j"]],
         tflops=float(d["tflops"]),
         environment=dict(d["environment"]),
         tolerances=_tolerances(d.get("tolerances")),

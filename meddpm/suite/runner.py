@@ -213,7 +213,7 @@ class SuiteRun:
         tol = self.baseline(case.arch).tolerances_for(case.key)  # type: ignore[union-attr]
         r = record.result
         record.verdicts = judge_case(
-            str(case.key), r.samples_ms, r.peak_allocated_bytes, r.energy_j_per_iter, stored, tol
+            str(case.key), r.samples_ms, r.peak_allocated_bytes, r.energy_samples_j, stored, tol
         )
         failed = any(v.failed for v in record.verdicts)
         improved = any(v.outcome == "improvement" for v in record.verdicts)
@@ -354,6 +354,7 @@ def _case_baseline(record: CaseRecord, env: dict[str, Any]) -> CaseBaseline:
         peak_allocated_bytes=r.peak_allocated_bytes,
         peak_reserved_bytes=r.peak_reserved_bytes,
         energy_j_per_iter=None if r.energy_j_per_iter is None else round(r.energy_j_per_iter, 2),
+        energy_samples_j=[round(e, 3) for e in r.energy_samples_j],
         tflops=round(r.tflops, 3),
         environment={**env, **r.gpu_summary()},
     )

@@ -1,10 +1,9 @@
 """Verdicts: is a measurement worse than its baseline, or outside an architecture's expectation?
 
-A time regression needs two things: the median grew by more than the tolerance *and* the
-raw samples say it is real (one-sided Mann-Whitney U, p below alpha). Either alone is not
-enough: a 1 % shift can be significant yet harmless, and a 10 % shift of two noisy runs can
-be luck. Memory is deterministic enough for a plain tolerance; energy is read from a
-coarse counter and gets a wider one.
+A time or energy regression needs two things: the median grew by more than the tolerance
+*and* the raw samples say it is real (one-sided Mann-Whitney U, p below alpha). Either alone
+is not enough: a 1 % shift can be significant yet harmless, and a 10 % shift of two noisy
+runs can be luck. Peak memory is deterministic enough for a plain tolerance.
 """
 
 from __future__ import annotations
@@ -72,21 +71,32 @@ def min_p_value(n: int, m: int) -> float:
     return 1 / math.comb(n + m, n)
 
 
-def judge_time(subject: str, now: Sequence[float], baseline: Sequence[float], tol: Tolerances) -> Verdict:
-    """Regression or improvement of the median time, only if both large and significant."""
+def judge_samples(
+    subject: str, metric: str, now: Sequence[float], baseline: Sequence[float], rel: float, alpha: float, unit: str
+) -> Verdict:
+    """Regression or improvement of a median, only if larger than ``rel`` *and* significant.
+
+    Significance is a one-sided Mann-Whitney U test on the raw samples, in the direction the
+    median moved. With too few samples to ever reach ``alpha``, the verdict says so.
+    """
+    if len(now) == 0 or len(baseline) == 0:
+        return Verdict(subject, metric, "not measured", _median(baseline), _median(now), unit, rel)
     now_median, base_median = float(np.median(now)), float(np.median(baseline))
-    slower = now_median > base_median
-    p = float(mannwhitneyu(now, baseline, alternative="greater" if slower else "less").pvalue)
-    change = now_median / base_median - 1
-    if abs(change) <= tol.time_rel:
+    worse = now_median > base_median
+    p = float(mannwhitneyu(now, baseline, alternative="greater" if worse else "less").pvalue)
+    if abs(now_median / base_median - 1) <= rel:
         outcome = "unchanged"
-    elif min_p_value(len(now), len(baseline)) > tol.alpha:
+    elif min_p_value(len(now), len(baseline)) > alpha:
         outcome = "underpowered"
-    elif p < tol.alpha:
-        outcome = "regression" if slower else "improvement"
+    elif p < alpha:
+        outcome = "regression" if worse else "improvement"
     else:
         outcome = "unchanged"
-    return Verdict(subject, "time", outcome, base_median, now_median, "ms", tol.time_rel, p)
+    return Verdict(subject, metric, outcome, base_median, now_median, unit, rel, p)
+
+
+def _median(samples: Sequence[float]) -> float | None:
+    return float(np.median(samples)) if len(samples) else None
 
 
 def judge_ceiling(
@@ -108,14 +118,18 @@ def judge_case(
     subject: str,
     samples_ms: Sequence[float],
     peak_allocated_bytes: int | None,
-    energy_j_per_iter: float | None,
+    energy_samples_j: Sequence[float],
     stored: CaseBaseline,
     tol: Tolerances,
 ) -> list[Verdict]:
-    """Time, peak memory and energy verdicts of one case against its stored baseline."""
+    """Time, peak memory and energy verdicts of one case against its stored baseline.
+
+    Energy per iteration comes from a counter that updates coarsely, so single iterations
+    scatter widely; like time, it must move significantly as well as beyond its tolerance.
+    """
     gib = 2**30
     return [
-        judge_time(subject, samples_ms, stored.samples_ms, tol),
+        judge_samples(subject, "time", samples_ms, stored.samples_ms, tol.time_rel, tol.alpha, "ms"),
         judge_ceiling(
             subject,
             "peak memory",
@@ -124,7 +138,9 @@ def judge_case(
             tol.memory_rel,
             "GiB",
         ),
-        judge_ceiling(subject, "energy", energy_j_per_iter, stored.energy_j_per_iter, tol.energy_rel, "J/iter"),
+        judge_samples(
+            subject, "energy", energy_samples_j, stored.energy_samples_j, tol.energy_rel, tol.alpha, "J/iter"
+        ),
     ]
 
 
