@@ -10,6 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import NoReturn
 
+import pandas as pd
 import torch
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -20,7 +21,9 @@ from meddpm.combos import COMBOS, get_combo
 from meddpm.config import PRESETS, ModelConfig
 from meddpm.errors import UserError
 from meddpm.measure.environment import environment
+from meddpm.measure.kernel_mix import category_shares, profile_kernels
 from meddpm.report import format_table, results_table
+from meddpm.sampling import time_sampling
 
 PROG = "meddpm-bench"
 JSON_SCHEMA = "meddpm-bench/2"
@@ -50,6 +53,10 @@ def _parser() -> argparse.ArgumentParser:
         "--rel-iqr", type=float, default=0.02, help="adaptive: stop once every combo's IQR/median is below (0.02)"
     )
     p.add_argument("--budget", type=float, default=300.0, help="adaptive: stop after this many seconds (300)")
+    p.add_argument("--sample", action="store_true", help="also time one full reverse diffusion (all T steps) per combo")
+    p.add_argument(
+        "--kernel-mix", action="store_true", help="also profile one iteration per combo: GPU time by kernel category"
+    )
     p.add_argument("--json", type=Path, help="where to write results (default: bench-results/<time>-<preset>.json)")
     return p
 
@@ -143,7 +150,12 @@ def run(argv: Sequence[str] | None = None) -> int:
                 progress.update(rounds_task, completed=p.done, description=f"rounds {p.detail}")
 
         results = list(campaign.run(show).values())
+    extras: dict[str, object] = {}
+    if args.kernel_mix:
+        extras["kernel_mix"] = _kernel_mix(campaign, device)
     campaign.close()
+    if args.sample:
+        extras["sampling"] = _sampling(config, combos, device)
 
     table = results_table(results)
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -156,6 +168,7 @@ def run(argv: Sequence[str] | None = None) -> int:
             "preset": config.name,
             "settings": asdict(settings),
             "results": [r.as_dict() for r in results],
+            **extras,
         },
     )
     print(format_table(table))
@@ -163,6 +176,34 @@ def run(argv: Sequence[str] | None = None) -> int:
     _print_gpu_state(results)
     print(f"results written to {json_path}")
     return 0
+
+
+def _kernel_mix(campaign: Campaign, device: torch.device) -> dict[str, list[dict[str, object]]]:
+    """Profile one more iteration of each combo; print and return GPU time by kernel category."""
+    if device.type != "cuda":
+        raise UserError("--kernel-mix profiles CUDA kernels; run it on a GPU")
+    mix: dict[str, list[dict[str, object]]] = {}
+    shares = {}
+    for name, step in campaign.steps.items():
+        kernels = profile_kernels(step)
+        shares[name] = category_shares(kernels)["share"]
+        mix[name] = kernels.to_dict(orient="records")
+        print(f"top kernels of {name}:")
+        print(kernels.head(8).to_string(index=False, formatters={"kernel": lambda k: k[:90]}))
+    print("GPU time share by kernel category:")
+    print(pd.DataFrame(shares).fillna(0).to_string(float_format=lambda v: f"{v:.1%}"))
+    return mix
+
+
+def _sampling(config: ModelConfig, combos: Sequence[str], device: torch.device) -> list[dict[str, object]]:
+    """Time a full reverse diffusion per combo; print and return the figures."""
+    rows = []
+    for name in combos:
+        r = time_sampling(config, get_combo(name), device)
+        rows.append({"combo": name, "seconds": r.seconds, "ms/step": r.ms_per_step, "warm-up s": r.warmup_s})
+    print(f"sampling: {config.timesteps} reverse steps of one {config.volume} volume")
+    print(pd.DataFrame(rows).set_index("combo").to_string(float_format=lambda v: f"{v:.2f}"))
+    return rows
 
 
 def _print_gpu_state(results: Sequence[ComboResult]) -> None:

@@ -132,12 +132,15 @@ class GaussianDiffusion(nn.Module):
         steps: int | None = None,
         generator: torch.Generator | None = None,
         progress: Callable[[int], None] | None = None,
+        step_fn: Callable[..., torch.Tensor] | None = None,
     ) -> torch.Tensor:
         """Reverse diffusion from pure noise, conditioned on ``mask``.
 
         ``steps`` < T runs only the last ``steps`` steps (from t = steps - 1 down to 0),
-        which keeps tests short; ``progress`` is called with each finished t.
+        which keeps tests short; ``progress`` is called with each finished t; ``step_fn``
+        replaces :meth:`p_sample` (a compiled version of it, say).
         """
+        step_fn = step_fn or self.p_sample
         steps = self.num_timesteps if steps is None else steps
         b, _, *spatial = mask.shape
         shape = (b, self.config.out_channels, *spatial)
@@ -145,7 +148,7 @@ class GaussianDiffusion(nn.Module):
         for i in reversed(range(steps)):
             t = torch.full((b,), i, device=mask.device, dtype=torch.long)
             noise = torch.randn(shape, generator=generator, device=mask.device)
-            x = self.p_sample(x, t, mask, noise=noise.to(memory_format=_memory_format_of(mask)))
+            x = step_fn(x, t, mask, noise=noise.to(memory_format=_memory_format_of(mask)))
             if progress is not None:
                 progress(i)
         return x

@@ -9,7 +9,20 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from meddpm.parity import ATTENTION, BATCHES, LEVELS, PAIRS, SIDES, TIMESTEPS, Case, Pair, bound_key, load_bounds
+from meddpm.parity import (
+    ATTENTION,
+    BATCHES,
+    FAST_BOUNDS_FROM,
+    FAST_PAIR,
+    LEVELS,
+    PAIRS,
+    SIDES,
+    TIMESTEPS,
+    Case,
+    Pair,
+    bound_key,
+    load_bounds,
+)
 
 pytestmark = pytest.mark.parity
 BOUNDS = load_bounds()
@@ -35,8 +48,8 @@ def _pair_params():
             yield pytest.param(pair, id=bound_key(pair), marks=[pytest.mark.gpu] if device == "cuda" else [])
 
 
-def _violations(pair: Pair, errors: dict) -> list[str]:
-    bounds = BOUNDS[bound_key(pair)]["bounds"]
+def _violations(pair: Pair, errors: dict, key: str | None = None) -> list[str]:
+    bounds = BOUNDS[key or bound_key(pair)]["bounds"]
     return [
         f"{kind} {error:.3g} > bound {bounds[kind]:.3g} (worst in {where})"
         for kind, (error, where) in errors.items()
@@ -60,3 +73,10 @@ def test_a_layout_bug_is_caught(case: Case):
     pair = next(p for p in PAIRS["cpu"] if p.name == "channels_last~contiguous")
     errors = pair.errors(case, input_transform=lambda x: x.transpose(2, 3))
     assert _violations(pair, errors), f"swapped D and H went unnoticed on {case}: {errors}"
+
+
+@pytest.mark.gpu
+@given(case=cases())
+def test_fast_keeps_the_bf16_bounds(case: Case):
+    violations = _violations(FAST_PAIR, FAST_PAIR.errors(case), key=FAST_BOUNDS_FROM)
+    assert not violations, f"fast vs strict FP32 on {case}: " + "; ".join(violations)

@@ -1,0 +1,63 @@
+"""Reverse diffusion of whole volumes under a combo: the inference side of Med-DDPM."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from meddpm.combos import Combo
+from meddpm.config import ModelConfig
+from meddpm.data.phantom import phantom_batch
+from meddpm.diffusion import GaussianDiffusion, build_model
+from meddpm.measure.timing import time_once
+
+
+class Sampler:
+    """A callable that runs ancestral sampling of ``batch_size`` volumes, conditioned on phantom masks.
+
+    The combo's layout, precision and backend flags apply as in training; with ``compile`` the
+    whole reverse step (U-Net and posterior arithmetic) is compiled once and reused for all T.
+    """
+
+    def __init__(
+        self, config: ModelConfig, combo: Combo, device: torch.device | str, batch_size: int = 1, seed: int = 0
+    ):
+        self.combo = combo
+        self.device = torch.device(device)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            model = build_model(config)
+        model.denoiser.use_sdpa_attention(combo.sdpa_attention)
+        self.model: GaussianDiffusion = model.to(self.device, memory_format=combo.memory_format).eval()
+        _, masks = phantom_batch(config.volume, batch_size, config.out_channels, config.mask_channels, seed=seed)
+        self.masks = masks.to(self.device, memory_format=combo.memory_format)
+        self.step_fn = torch.compile(self.model.p_sample) if combo.compile else self.model.p_sample
+        self.generator = torch.Generator(self.device).manual_seed(seed)
+
+    def __call__(self, steps: int | None = None) -> torch.Tensor:
+        """Sample; ``steps`` < T runs only the last steps (for warm-up and tests)."""
+        with self.combo.flags(), self.combo.autocast(self.device), torch.inference_mode():
+            return self.model.sample(self.masks, steps=steps, generator=self.generator, step_fn=self.step_fn)
+
+
+@dataclass(frozen=True)
+class SamplingResult:
+    """Wall time of one full reverse diffusion, with warm-up (compilation, autotuning) apart."""
+
+    combo: str
+    steps: int
+    warmup_s: float
+    seconds: float
+
+    @property
+    def ms_per_step(self) -> float:
+        return self.seconds * 1e3 / self.steps
+
+
+def time_sampling(config: ModelConfig, combo: Combo, device: torch.device, warmup_steps: int = 3) -> SamplingResult:
+    """Time all ``config.timesteps`` reverse steps of one volume after ``warmup_steps`` untimed ones."""
+    sampler = Sampler(config, combo, device)
+    warmup_s = time_once(lambda: sampler(steps=warmup_steps), device) / 1e3
+    seconds = time_once(sampler, device) / 1e3
+    return SamplingResult(combo.name, config.timesteps, warmup_s, seconds)

@@ -1,0 +1,130 @@
+"""Baseline files: round trip, reviewable layout, atomic saving, one-line errors for bad files."""
+
+import json
+import os
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from meddpm.suite.baseline import (
+    SCHEMA,
+    BaselineError,
+    BaselineFile,
+    CaseBaseline,
+    CaseKey,
+    Expectation,
+    Tolerances,
+    load_baseline,
+    save_baseline,
+)
+
+REPO_BASELINES = Path(__file__).resolve().parent.parent / "baselines"
+
+
+def case(combo: str = "opt1", median: float = 230.0) -> CaseBaseline:
+    return CaseBaseline(
+        preset="paper",
+        combo=combo,
+        batch_size=1,
+        provenance="measured",
+        samples_ms=[median, median + 1, median - 1],
+        median_ms=median,
+        iqr_ms=1.0,
+        min_ms=median - 1,
+        peak_allocated_bytes=20_000_000_000,
+        peak_reserved_bytes=21_000_000_000,
+        energy_j_per_iter=120.0,
+        energy_samples_j=[119.0, 120.0, 121.0],
+        tflops=72.0,
+        environment={"gpu_name": "NVIDIA H200", "commit": "abc"},
+    )
+
+
+def sample_file() -> BaselineFile:
+    e = Expectation("paper", "time", "opt1", "baseline", "measured", "measured 0.19", max=0.25)
+    return BaselineFile(arch="h200", expectations=(e,), cases={"paper/opt1/b1": case()}, description="test")
+
+
+def test_round_trip(tmp_path):
+    path = tmp_path / "h200.json"
+    save_baseline(path, sample_file())
+    loaded = load_baseline(path, "h200")
+    assert loaded == sample_file()
+    assert loaded.case(CaseKey("paper", "opt1", 1)).samples_ms == [230.0, 231.0, 229.0]
+    assert loaded.case(CaseKey("paper", "opt2", 1)) is None
+    assert loaded.expectations_for("paper", "time")[0].describe() == "time opt1/baseline <= 0.25 (measured)"
+
+
+def test_samples_stay_on_one_line_for_review(tmp_path):
+    path = tmp_path / "h200.json"
+    save_baseline(path, sample_file())
+    text = path.read_text()
+    assert '"samples_ms": [230.0, 231.0, 229.0],' in text
+    assert json.loads(text)["schema"] == SCHEMA
+
+
+def test_saving_merges_and_keeps_hand_set_tolerances():
+    own = Tolerances(time_rel=0.10)
+    stored = replace(sample_file(), cases={"paper/opt1/b1": replace(case(), tolerances=own)})
+    merged = stored.with_measurements([case(median=240.0), case("opt2", 1370.0)], {"paper/b1": {}})
+    assert merged.cases["paper/opt1/b1"].median_ms == 240.0 and merged.cases["paper/opt1/b1"].tolerances == own
+    assert list(merged.cases) == ["paper/opt1/b1", "paper/opt2/b1"]
+    assert merged.tolerances_for(CaseKey("paper", "opt2", 1)) == Tolerances()
+    assert merged.expectations == stored.expectations
+
+
+def test_a_crash_while_saving_leaves_the_old_file_whole(tmp_path, monkeypatch):
+    path = tmp_path / "h200.json"
+    save_baseline(path, sample_file())
+    before = path.read_bytes()
+
+    def crash(*args, **kwargs):
+        raise KeyboardInterrupt("power cut before the rename")
+
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(KeyboardInterrupt):
+        save_baseline(path, replace(sample_file(), description="new"))
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["h200.json"]  # no temporary left behind
+
+
+def test_missing_file_is_no_baseline(tmp_path):
+    assert load_baseline(tmp_path / "a100.json", "a100") is None
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ('{"schema": "meddpm-baseline/1", "arch": ', "is corrupt (not JSON"),
+        ('{"schema": "meddpm-baseline/0", "arch": "h200"}', "has schema 'meddpm-baseline/0' but this suite reads"),
+        ("[1, 2]", "has schema 'list'"),
+        ('{"schema": "meddpm-baseline/1"}', "is malformed (missing field 'arch')"),
+        ('{"schema": "meddpm-baseline/1", "arch": "a100"}', "is for arch 'a100', not 'h200'"),
+        (
+            '{"schema": "meddpm-baseline/1", "arch": "h200", "expectations": [{"preset": "paper", "metric": "time", '
+            '"combo": "opt1", "reference": "baseline", "provenance": "guess", "source": "", "max": 1}]}',
+            "has provenance 'guess', expected one of measured, paper",
+        ),
+        ('{"schema": "meddpm-baseline/1", "arch": "h200", "tolerances": {"time": 1}}', "unknown tolerance 'time'"),
+    ],
+)
+def test_bad_files_give_one_line_naming_file_and_problem(tmp_path, content, message):
+    path = tmp_path / "h200.json"
+    path.write_text(content)
+    with pytest.raises(BaselineError) as err:
+        load_baseline(path, "h200")
+    text = str(err.value)
+    assert message in text and str(path) in text and "\n" not in text
+
+
+@pytest.mark.parametrize("arch", ["v100", "a100", "h100", "h200"])
+def test_committed_baselines_load_and_say_where_numbers_come_from(arch):
+    stored = load_baseline(REPO_BASELINES / f"{arch}.json", arch)
+    assert stored is not None and stored.expectations
+    assert all(e.source for e in stored.expectations)
+    if arch == "h200":  # measured by this code on an H200
+        assert {c.provenance for c in stored.cases.values()} == {"measured"}
+        assert all(c.environment["gpu_name"] == "NVIDIA H200" for c in stored.cases.values())
+    else:  # no such GPU was available: the paper's claims only, marked as such
+        assert not stored.cases and {e.provenance for e in stored.expectations} == {"paper"}

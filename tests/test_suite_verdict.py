@@ -1,0 +1,79 @@
+"""Verdicts on synthetic samples: significance and tolerance both needed, messages that say what to do."""
+
+import numpy as np
+import pytest
+
+from meddpm.suite.baseline import Expectation, Tolerances
+from meddpm.suite.verdict import judge_ceiling, judge_expectation, judge_samples, min_p_value
+
+TOL = Tolerances()  # 5 % time, 2 % memory, 10 % energy, alpha 0.01
+rng = np.random.default_rng(0)
+
+
+def samples(median: float, n: int = 10, spread: float = 0.005) -> list[float]:
+    return list(median * (1 + spread * rng.standard_normal(n)))
+
+
+def time_verdict(now, base):
+    return judge_samples("paper/opt1/b1", "time", now, base, TOL.time_rel, TOL.alpha, "ms")
+
+
+def test_identical_runs_are_unchanged():
+    base = samples(230.0)
+    v = time_verdict(list(base), base)
+    assert v.outcome == "unchanged" and not v.failed and v.p_value > 0.4
+
+
+def test_a_large_significant_slowdown_is_a_regression_with_a_useful_message():
+    v = time_verdict(samples(1223.0), samples(230.0))
+    assert v.outcome == "regression" and v.failed and v.p_value < 1e-3
+    msg = v.message()
+    for part in ("paper/opt1/b1", "time", "baseline 2", "now 12", "+4", "tolerance 5%", "p=", "--save-baseline"):
+        assert part in msg, (part, msg)
+
+
+def test_a_significant_but_small_change_is_within_tolerance():
+    v = time_verdict(samples(236.0, spread=0.001), samples(230.0, spread=0.001))  # +2.6 %, p tiny
+    assert v.p_value < 1e-3 and v.outcome == "unchanged"
+
+
+def test_a_large_but_noisy_change_is_not_significant():
+    base = [100.0, 300.0, 100.0, 300.0, 100.0]
+    now = [110.0, 310.0, 110.0, 310.0, 105.0]  # median +5 %... and drowned in noise
+    now = [x * 1.05 for x in now]
+    v = time_verdict(now, base)
+    assert v.outcome == "unchanged" and v.p_value > TOL.alpha
+
+
+def test_too_few_samples_can_never_be_significant():
+    assert min_p_value(3, 3) == pytest.approx(1 / 20) and min_p_value(5, 5) == pytest.approx(1 / 252)
+    v = time_verdict(samples(400.0, n=3), samples(200.0, n=3))
+    assert v.outcome == "underpowered" and not v.failed and "--perf-min-rounds" in v.message()
+
+
+def test_improvements_are_reported_not_failed():
+    v = time_verdict(samples(100.0), samples(230.0))
+    assert v.outcome == "improvement" and not v.failed and "--save-baseline" in v.message()
+
+
+def test_energy_needs_samples_on_both_sides():
+    v = judge_samples("c", "energy", [], [1.0, 2.0], 0.1, 0.01, "J/iter")
+    assert v.outcome == "not measured" and not v.failed and "not measured" in v.message()
+
+
+@pytest.mark.parametrize(
+    "now, outcome", [(18.7, "unchanged"), (19.5, "regression"), (17.0, "improvement"), (None, "not measured")]
+)
+def test_peak_memory_against_its_tolerance(now, outcome):
+    v = judge_ceiling("paper/baseline/b1", "peak memory", now, 18.73, TOL.memory_rel, "GiB")
+    assert v.outcome == outcome and v.failed is (outcome == "regression")
+
+
+def test_expectations_hold_or_are_violated():
+    e = Expectation("paper", "time", "opt1", "baseline", "paper", "ICPE '26", max=0.25)
+    assert judge_expectation(e, 0.19).outcome == "holds"
+    violated = judge_expectation(e, 1.0)
+    assert violated.failed and "measured 1.000, expected time opt1/baseline <= 0.25 (paper)" in violated.message()
+    assert judge_expectation(e, float("nan")).failed
+    band = Expectation("paper", "time", "opt1", "baseline", "paper", "V100 has no TF32", max=1.1, min=0.9)
+    assert [judge_expectation(band, r).outcome for r in (0.85, 1.0, 1.2)] == ["violated", "holds", "violated"]
