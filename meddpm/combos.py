@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from meddpm.errors import UserError
+from meddpm.unet import UNet3D
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,9 @@ class Combo:
     ``cudnn_benchmark`` lets cuDNN autotune its algorithms; ``compile`` runs the loss (forward
     and, through AOTAutograd, backward) under ``torch.compile``; ``sdpa_attention`` computes the
     attention blocks with ``scaled_dot_product_attention`` (the same softmax(q^T k / sqrt(C)) v);
-    ``fused_adam`` uses Adam's fused kernel.
+    ``separable_upsample`` builds the trilinear upsampling from per-axis slices and sums (the
+    same function, see :func:`meddpm.unet.linear_upsample_2x`); ``fused_adam`` uses Adam's
+    fused kernel.
     """
 
     name: str
@@ -37,7 +40,13 @@ class Combo:
     cudnn_benchmark: bool = False
     compile: bool = False
     sdpa_attention: bool = False
+    separable_upsample: bool = False
     fused_adam: bool = False
+
+    def configure(self, denoiser: UNet3D) -> None:
+        """Choose the denoiser's kernels for this combo (attention and upsampling variants)."""
+        denoiser.use_sdpa_attention(self.sdpa_attention)
+        denoiser.use_separable_upsample(self.separable_upsample)
 
     @property
     def math_precision(self) -> str:
@@ -72,12 +81,14 @@ COMBOS: dict[str, Combo] = {
         Combo("amp_bf16", "bf16 autocast", autocast_dtype=torch.bfloat16),
         Combo(
             "fast",
-            "bf16 autocast, channels-last-3d, torch.compile, SDPA attention, cuDNN autotuning, fused Adam",
+            "bf16 autocast, channels-last-3d, torch.compile, SDPA attention, separable upsampling, "
+            "cuDNN autotuning, fused Adam",
             channels_last=True,
             autocast_dtype=torch.bfloat16,
             cudnn_benchmark=True,
             compile=True,
             sdpa_attention=True,
+            separable_upsample=True,
             fused_adam=True,
         ),
     ]

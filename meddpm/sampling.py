@@ -28,7 +28,7 @@ class Sampler:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             model = build_model(config)
-        model.denoiser.use_sdpa_attention(combo.sdpa_attention)
+        combo.configure(model.denoiser)
         self.model: GaussianDiffusion = model.to(self.device, memory_format=combo.memory_format).eval()
         _, masks = phantom_batch(config.volume, batch_size, config.out_channels, config.mask_channels, seed=seed)
         self.masks = masks.to(self.device, memory_format=combo.memory_format)

@@ -80,7 +80,7 @@ class TrainStep:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             model = build_model(config)
-        model.denoiser.use_sdpa_attention(combo.sdpa_attention)
+        combo.configure(model.denoiser)
         self.model: GaussianDiffusion = model.to(self.device, memory_format=combo.memory_format)
         # Compiling the whole loss (noising, concatenation, U-Net, L1) lets Inductor fuse the
         # elementwise and normalisation work around the convolutions; backward comes with it.

@@ -107,10 +107,30 @@ class Upsample(nn.Module):
     def __init__(self, ch: int):
         super().__init__()
         self.conv = nn.Conv3d(ch, ch, 3, padding=1)
+        self.separable = False
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = F.interpolate(x, scale_factor=2, mode="trilinear", align_corners=False)
+        if self.separable:
+            for dim in (2, 3, 4):
+                x = linear_upsample_2x(x, dim)
+        else:
+            x = F.interpolate(x, scale_factor=2, mode="trilinear", align_corners=False)
         return self.conv(x)
+
+
+def linear_upsample_2x(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """Linear interpolation by 2 along ``dim`` (align_corners=False), from slices and sums.
+
+    Output 2i is 3/4 x[i] + 1/4 x[i-1] and output 2i+1 is 3/4 x[i] + 1/4 x[i+1], edges
+    clamped. Applied along D, H and W in turn this is trilinear interpolation, but built
+    from elementwise ops: its backward is a gather that fuses, where interpolate's backward
+    is a scatter with atomic adds (one kernel of 13 ms per 128^3 iteration on an H200).
+    """
+    n = x.shape[dim]
+    before = torch.cat([x.narrow(dim, 0, 1), x.narrow(dim, 0, n - 1)], dim)
+    after = torch.cat([x.narrow(dim, 1, n - 1), x.narrow(dim, n - 1, 1)], dim)
+    even, odd = 0.75 * x + 0.25 * before, 0.75 * x + 0.25 * after
+    return torch.stack([even, odd], dim + 1).flatten(dim, dim + 1)
 
 
 class EmbedSequential(nn.Sequential):
@@ -180,6 +200,12 @@ class UNet3D(nn.Module):
         for module in self.modules():
             if isinstance(module, AttentionBlock):
                 module.use_sdpa = enabled
+
+    def use_separable_upsample(self, enabled: bool = True) -> None:
+        """Upsample with :func:`linear_upsample_2x` per axis instead of ``interpolate`` (or not)."""
+        for module in self.modules():
+            if isinstance(module, Upsample):
+                module.separable = enabled
 
     def forward(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         t_emb = timestep_embedding(t, self.config.model_channels).to(self.time_embed[0].weight.dtype)

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from meddpm import build_model
+from meddpm import COMBOS, build_model
 from meddpm.diffusion import cosine_beta_schedule
 
 
@@ -68,3 +68,11 @@ def test_predicted_x0_is_clipped(tiny):
     mean, _ = model.p_mean_log_variance(x, torch.tensor([0]), mask)
     # At t = 0 the posterior mean is essentially x0, which must lie in [-1, 1].
     assert mean.abs().max() <= 1.0 + 1e-4
+
+
+def test_sampler_runs_reverse_steps_under_a_combo(tiny):
+    from meddpm.sampling import Sampler
+
+    out = Sampler(tiny, COMBOS["opt2"], "cpu")(steps=2)
+    assert out.shape == (1, tiny.out_channels, *tiny.volume) and torch.isfinite(out).all()
+    assert out.is_contiguous(memory_format=torch.channels_last_3d)

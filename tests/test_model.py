@@ -5,6 +5,7 @@ import torch
 from torch import nn
 
 from meddpm import COMBOS, TrainStep, build_model
+from meddpm.unet import linear_upsample_2x
 
 
 def test_forward_backward_on_tiny(tiny):
@@ -86,3 +87,29 @@ def test_combos_compute_the_same_loss(tiny, combo):
     torch.manual_seed(1)
     got = TrainStep(tiny, COMBOS[combo])()
     assert got.item() == pytest.approx(ref.item(), rel=1e-4)
+
+
+@pytest.mark.parametrize("shape", [(1, 4, 1, 2, 3), (2, 3, 4, 4, 4), (1, 2, 5, 3, 7)])
+def test_separable_upsample_is_trilinear_interpolation(shape):
+    x = torch.randn(shape, dtype=torch.float64)
+    expected = torch.nn.functional.interpolate(x, scale_factor=2, mode="trilinear", align_corners=False)
+    got = x
+    for dim in (2, 3, 4):
+        got = linear_upsample_2x(got, dim)
+    torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_kernel_variants_compute_the_same_denoiser(tiny):
+    model = build_model(tiny).double()
+    with torch.no_grad():
+        for p in model.parameters():
+            if not p.any():  # wake the zero-initialised layers, or attention would be invisible
+                p.normal_(std=0.05)
+    x = torch.randn(2, tiny.in_channels, *tiny.volume, dtype=torch.float64)
+    t = torch.tensor([0, 249])
+    reference = model.denoiser(x, t)
+    model.denoiser.use_separable_upsample(True)
+    torch.testing.assert_close(model.denoiser(x, t), reference, rtol=1e-10, atol=1e-10)
+    # The original takes the softmax in float32 even in a float64 model; SDPA does not.
+    model.denoiser.use_sdpa_attention(True)
+    torch.testing.assert_close(model.denoiser(x, t), reference, rtol=1e-5, atol=1e-6)
