@@ -19,10 +19,11 @@ from meddpm.bench import Campaign, CampaignSettings, ComboResult
 from meddpm.bench import Progress as CampaignProgress
 from meddpm.combos import COMBOS, get_combo
 from meddpm.config import PRESETS, ModelConfig
+from meddpm.distributed import run_ddp
 from meddpm.errors import UserError
 from meddpm.measure.environment import environment
 from meddpm.measure.kernel_mix import category_shares, profile_kernels
-from meddpm.report import format_table, results_table
+from meddpm.report import ddp_table, format_table, results_table
 from meddpm.sampling import time_sampling
 
 PROG = "meddpm-bench"
@@ -56,6 +57,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--sample", action="store_true", help="also time one full reverse diffusion (all T steps) per combo")
     p.add_argument(
         "--kernel-mix", action="store_true", help="also profile one iteration per combo: GPU time by kernel category"
+    )
+    p.add_argument(
+        "--gpus", type=int, default=0, help="also measure DDP (torchrun, NCCL) on 1..N GPUs per combo, weak scaling"
     )
     p.add_argument("--json", type=Path, help="where to write results (default: bench-results/<time>-<preset>.json)")
     return p
@@ -156,6 +160,8 @@ def run(argv: Sequence[str] | None = None) -> int:
     campaign.close()
     if args.sample:
         extras["sampling"] = _sampling(config, combos, device)
+    if args.gpus:
+        extras["ddp"] = _ddp(config, combos, args.gpus, device, batch, settings)
 
     table = results_table(results)
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -204,6 +210,31 @@ def _sampling(config: ModelConfig, combos: Sequence[str], device: torch.device) 
     print(f"sampling: {config.timesteps} reverse steps of one {config.volume} volume")
     print(pd.DataFrame(rows).set_index("combo").to_string(float_format=lambda v: f"{v:.2f}"))
     return rows
+
+
+def _ddp(
+    config: ModelConfig, combos: Sequence[str], gpus: int, device: torch.device, batch: int, settings: CampaignSettings
+) -> list[dict[str, object]]:
+    """World sizes 1..gpus per combo under DDP; print the scaling table and return the raw results."""
+    kind = "cuda" if device.type == "cuda" else "cpu"
+    results = []
+    for name in combos:
+        for world in range(1, _positive("--gpus", gpus) + 1):
+            print(f"DDP: {name} on {world} {'GPU' if kind == 'cuda' else 'process'}(es)...", file=sys.stderr)
+            results.append(
+                run_ddp(
+                    config.name,
+                    name,
+                    world,
+                    device=kind,
+                    batch_per_rank=batch,
+                    warmup=settings.warmup,
+                    rounds=settings.min_rounds,
+                )
+            )
+    print(f"data-parallel weak scaling, batch {batch} per rank, slowest rank per round:")
+    print(ddp_table(results).to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    return [r.as_dict() for r in results]
 
 
 def _print_gpu_state(results: Sequence[ComboResult]) -> None:

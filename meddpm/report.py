@@ -1,4 +1,4 @@
-"""Tables and JSON files of benchmark results."""
+"""Tables of benchmark results (single-GPU combos and data-parallel scaling)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from meddpm.bench import ComboResult
+from meddpm.distributed import DdpResult, scaling_efficiency
 
 GIB = 2**30
 
@@ -62,3 +63,25 @@ def format_table(table: pd.DataFrame) -> str:
         if column in table:
             shown[column] = [("n/a" if pd.isna(v) else fmt.format(v)) for v in table[column]]
     return shown.to_string()
+
+
+def ddp_table(results: Sequence[DdpResult]) -> pd.DataFrame:
+    """One row per (combo, world size): slowest-rank time, throughput, scaling efficiency, overheads."""
+    single = {r.combo: r for r in results if r.world_size == 1}
+    rows = []
+    for r in results:
+        energies = [e for e in r.energy_j_per_iter if e is not None]
+        peaks = [p for p in r.peak_allocated_bytes if p is not None]
+        rows.append(
+            {
+                "combo": r.combo,
+                "GPUs": r.world_size,
+                "ms/iter": r.median_ms,
+                "samples/s": r.samples_per_s,
+                "efficiency": scaling_efficiency(r, single[r.combo]) if r.combo in single else float("nan"),
+                "exposed comm ms": r.exposed_comm_ms,
+                "peak GiB/rank": max(peaks) / GIB if peaks else float("nan"),
+                "J/iter/GPU": sum(energies) / len(energies) if energies else float("nan"),
+            }
+        )
+    return pd.DataFrame(rows)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+from torch import nn
 
 from meddpm.combos import Combo
 from meddpm.config import ModelConfig
@@ -53,7 +55,9 @@ class TrainStep:
     The batch is fixed (synthetic phantoms unless ``images``/``masks`` are given) while
     timesteps and noise are drawn fresh each iteration, as in real training. With
     ``grad_accumulate`` > 1 an iteration runs that many micro-batches per optimizer step,
-    as the original trainer does (it uses 2); the benchmark default is 1.
+    as the original trainer does (it uses 2); the benchmark default is 1. ``loss_fn`` is the
+    loss callable (compiled when the combo says so); ``wrap_denoiser`` wraps the U-Net after it
+    is on the device (``DistributedDataParallel`` for data-parallel training).
     """
 
     def __init__(
@@ -69,6 +73,7 @@ class TrainStep:
         seed: int = 0,
         images: torch.Tensor | None = None,
         masks: torch.Tensor | None = None,
+        wrap_denoiser: Callable[[nn.Module], nn.Module] | None = None,
     ):
         self.config = config
         self.combo = combo
@@ -82,6 +87,8 @@ class TrainStep:
             model = build_model(config)
         combo.configure(model.denoiser)
         self.model: GaussianDiffusion = model.to(self.device, memory_format=combo.memory_format)
+        if wrap_denoiser is not None:  # e.g. DistributedDataParallel, which syncs gradients in backward
+            self.model.denoiser = wrap_denoiser(self.model.denoiser)
         # Compiling the whole loss (noising, concatenation, U-Net, L1) lets Inductor fuse the
         # elementwise and normalisation work around the convolutions; backward comes with it.
         self.loss_fn = torch.compile(self.model.loss) if combo.compile else self.model.loss

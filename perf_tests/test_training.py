@@ -51,6 +51,6 @@ def test_relative_expectation(ratio_case: RatioCase, perf_suite: SuiteRun):
         if not campaign.results[combo].reliable:
             pytest.skip(f"UNRELIABLE: {combo}'s timing is too noisy to judge a ratio")
     measured = campaign.ratio(ratio_case.combo, ratio_case.reference)
-    verdicts = [perf_suite.judge_ratio(ratio_case, e, measured) for e in expectations]
+    verdicts = [perf_suite.judge_ratio(ratio_case.arch, e, measured.median) for e in expectations]
     failed = [f"{v.message()} [{e.source}]" for v, e in zip(verdicts, expectations) if v.failed]
     assert not failed, "\n".join(failed)

@@ -31,7 +31,7 @@ from meddpm.atomic import write_text_atomic
 from meddpm.errors import UserError
 
 SCHEMA = "meddpm-baseline/1"
-PROVENANCES = ("measured", "paper")
+PROVENANCES = ("measured", "paper", "target")
 
 
 class BaselineError(UserError):
@@ -66,7 +66,13 @@ class CaseKey:
 
 @dataclass(frozen=True)
 class Expectation:
-    """A relative claim about one architecture: metric(combo) / metric(reference) within bounds."""
+    """A relative claim about one architecture: metric(combo) / metric(reference) within bounds.
+
+    ``provenance`` is ``measured`` (follows this code's runs), ``paper`` (derived from the
+    ICPE '26 paper) or ``target`` (a goal the team set, e.g. DDP scaling efficiency, not yet
+    backed by a stored measurement). For ``metric: scaling_efficiency`` the ratio is the
+    throughput at ``world_size`` GPUs over world_size x the throughput on one.
+    """
 
     preset: str
     metric: str
@@ -76,9 +82,12 @@ class Expectation:
     source: str
     max: float | None = None
     min: float | None = None
+    world_size: int = 1
 
     @property
     def ratio_name(self) -> str:
+        if self.world_size > 1:
+            return f"{self.combo}@{self.world_size}/{self.reference}@1"
         return f"{self.combo}/{self.reference}"
 
     def describe(self) -> str:
@@ -240,6 +249,7 @@ def _expectation(d: dict[str, Any]) -> Expectation:
         source=str(d["source"]),
         max=None if d.get("max") is None else float(d["max"]),
         min=None if d.get("min") is None else float(d["min"]),
+        world_size=int(d.get("world_size", 1)),
     )
     if e.max is None and e.min is None:
         raise ValueError(f"expectation {e.ratio_name} has neither min nor max")

@@ -27,6 +27,7 @@ MARKERS = {
     "parity": "numerical parity between layouts and precisions (Hypothesis)",
     "nightly": "part of the nightly GPU run only",
     "ncu": "Nsight Compute counters (needs ncu on PATH)",
+    "multigpu": "data-parallel (DDP) cases; need 2 or more GPUs",
     **{arch: f"cases for the {arch.upper()} baselines" for arch in KNOWN_ARCHS},
 }
 

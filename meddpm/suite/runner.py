@@ -18,9 +18,9 @@ from meddpm.atomic import write_json_atomic, write_text_atomic
 from meddpm.bench import Campaign, ComboResult, Progress
 from meddpm.combos import get_combo
 from meddpm.config import ModelConfig
+from meddpm.distributed import DdpResult
 from meddpm.errors import UserError
 from meddpm.measure.environment import environment
-from meddpm.measure.stats import Stats
 from meddpm.measure.timing import synchronize
 from meddpm.suite.arch import KNOWN_ARCHS, PEAKS
 from meddpm.suite.baseline import (
@@ -98,6 +98,7 @@ class SuiteRun:
         self.expectation_verdicts: list[tuple[str, Verdict, str]] = []
         self.save_message = ""
         self.summary_path: Path | None = None
+        self.ddp_results: list[DdpResult] = []
         self._baselines: dict[str, BaselineFile | None] = {}
         self._campaigns: dict[tuple[str, str, int], Campaign] = {}
         self._campaign_errors: dict[tuple[str, str, int], UserError] = {}
@@ -231,10 +232,25 @@ class SuiteRun:
             if (e.combo, e.reference) == (ratio.combo, ratio.reference)
         ]
 
-    def judge_ratio(self, ratio: RatioCase, expectation: Expectation, measured: Stats) -> Verdict:
+    def scaling_expectations(self, case: PerfCase, world_size: int) -> list[Expectation]:
+        """Stored scaling-efficiency expectations of ``case``'s combo at ``world_size`` GPUs."""
+        stored = self.baseline(case.arch)
+        if stored is None:
+            return []
+        return [
+            e
+            for e in stored.expectations_for(case.preset, "scaling_efficiency")
+            if e.combo == case.combo and e.world_size == world_size
+        ]
+
+    def record_ddp(self, results: list[DdpResult]) -> None:
+        """Keep data-parallel results for the summary and the results file."""
+        self.ddp_results.extend(results)
+
+    def judge_ratio(self, arch: str, expectation: Expectation, measured: float) -> Verdict:
         """Check a measured ratio against an expectation and remember it for the summary."""
-        verdict = judge_expectation(expectation, measured.median)
-        self.expectation_verdicts.append((ratio.arch, verdict, expectation.source))
+        verdict = judge_expectation(expectation, measured)
+        self.expectation_verdicts.append((arch, verdict, expectation.source))
         return verdict
 
     # --- output -----------------------------------------------------------------------
@@ -287,6 +303,7 @@ class SuiteRun:
                 {"arch": arch, "check": v.metric, "measured": v.now, "outcome": v.outcome, "source": source}
                 for arch, v, source in self.expectation_verdicts
             ],
+            "ddp": [r.as_dict() for r in self.ddp_results],
             "baseline_saved": self.save_message,
         }
         write_json_atomic(out / "results.json", payload)

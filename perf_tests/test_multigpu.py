@@ -1,0 +1,62 @@
+"""Data-parallel training (DDP over NCCL, started by torchrun): numerics and weak scaling.
+
+Each case launches ``torchrun --standalone`` subprocesses on this host's GPUs, so the
+runner's NCCL environment applies as it is set.
+"""
+
+import json
+
+import pytest
+import torch
+
+from meddpm.distributed import check_parity, run_ddp, scaling_efficiency
+from meddpm.parity import BOUNDS_FILE
+from meddpm.suite.runner import PerfCase, SuiteRun
+
+pytestmark = [pytest.mark.gpu, pytest.mark.multigpu]
+
+
+def _gpus() -> int:
+    count = torch.cuda.device_count()
+    if count < 2:
+        pytest.skip(f"needs 2 or more GPUs; {count} visible")
+    return count
+
+
+def test_ddp_step_equals_one_gpu_step_on_the_whole_batch(perf_suite: SuiteRun):
+    gpus = _gpus()
+    errors = check_parity(perf_suite.options.preset_for(True), gpus)
+    # Strict FP32 with reductions in another order: the parity suite's FP32 gradient bound applies.
+    bound = json.loads(BOUNDS_FILE.read_text())["pairs"]["cuda:fp32~fp64"]["bounds"]["grads"]
+    assert errors["params"] <= bound and errors["updates"] <= bound, f"{errors} vs bound {bound}"
+
+
+def test_ddp_weak_scaling(perf_case: PerfCase, perf_suite: SuiteRun):
+    if not perf_case.on_gpu:
+        pytest.skip("DDP cases run on GPUs")
+    gpus = _gpus()
+    settings = perf_suite.options.campaign_settings(True)
+    results = [
+        run_ddp(
+            perf_case.preset,
+            perf_case.combo,
+            world,
+            batch_per_rank=perf_case.batch_size,
+            warmup=settings.warmup,
+            rounds=settings.min_rounds,
+        )
+        for world in range(1, gpus + 1)
+    ]
+    perf_suite.record_ddp(results)
+    assert all(r.median_ms > 0 for r in results)
+    measured = {r.world_size: scaling_efficiency(r, results[0]) for r in results[1:]}
+    checks = [(e, measured[n]) for n in measured for e in perf_suite.scaling_expectations(perf_case, n)]
+    if not checks:
+        found = ", ".join(f"{n} GPUs {eff:.3f}" for n, eff in measured.items())
+        pytest.skip(f"no scaling expectation for {perf_case.combo} on {perf_case.arch} (measured efficiency: {found})")
+    failed = [
+        f"{v.message()} [{e.source}]"
+        for e, eff in checks
+        if (v := perf_suite.judge_ratio(perf_case.arch, e, eff)).failed
+    ]
+    assert not failed, "\n".join(failed)

@@ -1,0 +1,46 @@
+"""The DDP launcher on the CPU: torchrun with the gloo backend, 2 processes, tiny preset."""
+
+import pytest
+
+from meddpm.distributed import DdpResult, check_parity, run_ddp, scaling_efficiency
+from meddpm.errors import UserError
+from meddpm.report import ddp_table
+
+
+def result(world: int, rank_ms: list[list[float]], no_sync: list[list[float]]) -> DdpResult:
+    return DdpResult(
+        "paper", "opt1", world, 1, "nccl", rank_ms, no_sync, [None] * world, [None] * world, [None] * world
+    )
+
+
+def test_efficiency_and_exposed_communication_arithmetic():
+    one = result(1, [[100.0, 102.0, 98.0]], [[100.0, 100.0, 100.0]])
+    # Per round the slowest rank counts: 110, 104, 108 -> median 108 ms.
+    two = result(2, [[110.0, 100.0, 108.0], [105.0, 104.0, 101.0]], [[100.0, 99.0, 101.0], [98.0, 100.0, 97.0]])
+    assert two.slowest_ms == [110.0, 104.0, 108.0] and two.median_ms == 108.0
+    assert two.exposed_comm_ms == pytest.approx(108.0 - 100.0)
+    assert two.samples_per_s == pytest.approx(2 * 1000 / 108.0)
+    assert scaling_efficiency(two, one) == pytest.approx(100.0 / 108.0)
+    table = ddp_table([one, two])
+    assert table["efficiency"].round(4).tolist() == [1.0, round(100 / 108, 4)]
+
+
+def test_torchrun_gloo_two_processes_measure_and_agree(tiny):
+    one = run_ddp("tiny", "baseline", 1, device="cpu", warmup=1, rounds=2)
+    two = run_ddp("tiny", "baseline", 2, device="cpu", warmup=1, rounds=2)
+    assert (one.backend, two.backend) == ("gloo", "gloo")
+    assert len(two.rank_samples_ms) == 2 and all(len(r) == 2 for r in two.rank_samples_ms)
+    assert two.median_ms > 0 and 0 < scaling_efficiency(two, one) < 1.5
+    errors = check_parity("tiny", 2, device="cpu")
+    assert errors["world_size"] == 2 and errors["params"] < 1e-9 and errors["updates"] < 1e-5
+
+
+def test_bad_names_fail_before_launching():
+    with pytest.raises(UserError, match="unknown preset 'nope'"):
+        run_ddp("nope", "opt1", 1, device="cpu")
+
+
+def test_a_failing_worker_reports_its_exception_in_one_line():
+    with pytest.raises(UserError, match=r"DDP parity run on 1 process\(es\) failed: .*Error: .*") as err:
+        check_parity("tiny", 1, device="cpu", batch_per_rank=0)  # an empty batch cannot train
+    assert "\n" not in str(err.value)
