@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from meddpm.errors import UserError
+from meddpm.report import ddp_table
 from meddpm.suite.arch import KNOWN_ARCHS, detect_arch
 from meddpm.suite.options import add_options, parse_options
 from meddpm.suite.runner import CPU, PerfCase, RatioCase, SuiteRun
@@ -133,23 +134,27 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     suite = config.stash.get(SUITE, None)
-    if suite is None or not suite.records:
+    if suite is None or not (suite.records or suite.ddp_results):
         return
     tr = terminalreporter
     tr.section("meddpm performance")
-    rows = [
-        {
-            "case": r.case.id,
-            "ms/iter": r.result.stats.median,
-            "rel IQR": f"{r.result.stats.rel_iqr:.2%}",
-            "rounds": r.result.stats.rounds,
-            "TFLOP/s": r.result.tflops,
-            "J/iter": r.result.energy_j_per_iter,
-            "outcome": r.outcome,
-        }
-        for r in suite.records.values()
-    ]
-    tr.write_line(pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    if suite.ddp_results:
+        tr.write_line("data-parallel weak scaling (slowest rank per round):")
+        tr.write_line(ddp_table(suite.ddp_results).to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    if suite.records:
+        rows = [
+            {
+                "case": r.case.id,
+                "ms/iter": r.result.stats.median,
+                "rel IQR": f"{r.result.stats.rel_iqr:.2%}",
+                "rounds": r.result.stats.rounds,
+                "TFLOP/s": r.result.tflops,
+                "J/iter": r.result.energy_j_per_iter,
+                "outcome": r.outcome,
+            }
+            for r in suite.records.values()
+        ]
+        tr.write_line(pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     for arch, verdict, _ in suite.expectation_verdicts:
         tr.write_line(f"{arch}: {verdict.message()} -> {verdict.outcome}")
     for r in suite.records.values():

@@ -289,10 +289,12 @@ class SuiteRun:
 
     def write_results(self) -> Path | None:
         """Write the run's results JSON and Markdown summary; returns the summary's path."""
-        if not self.records:
+        if not self.records and not self.ddp_results:
             return None
         out = self.options.results_dir
-        on_gpu = any(r.case.on_gpu for r in self.records.values())
+        on_gpu = torch.cuda.is_available() and (
+            bool(self.ddp_results) or any(r.case.on_gpu for r in self.records.values())
+        )
         payload = {
             "schema": RESULTS_SCHEMA,
             "arch": self.running_arch if on_gpu else CPU,

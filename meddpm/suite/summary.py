@@ -40,9 +40,12 @@ def markdown_summary(results: dict[str, Any]) -> str:
         "",
         f"torch {env['torch']}, CUDA {env['cuda']}, cuDNN {env['cudnn']}, commit {env['commit']}, {env['date']}",
         "",
-        _cases_table(results["cases"]).to_markdown(index=False),
-        "",
     ]
+    if results["cases"]:
+        lines += [_cases_table(results["cases"]).to_markdown(index=False), ""]
+    if results.get("ddp"):
+        ddp = pd.DataFrame(results["ddp"])[["combo", "world_size", "median_ms", "samples_per_s", "exposed_comm_ms"]]
+        lines += ["Data-parallel weak scaling (slowest rank per round):", "", ddp.to_markdown(index=False), ""]
     ratios = [
         {"preset": preset, "ratio": name, "median": r["median"], "q1": r["q1"], "q3": r["q3"]}
         for preset, by_name in results["ratios"].items()
