@@ -51,12 +51,18 @@ def test_ddp_weak_scaling(perf_case: PerfCase, perf_suite: SuiteRun):
     assert all(r.median_ms > 0 for r in results)
     measured = {r.world_size: scaling_efficiency(r, results[0]) for r in results[1:]}
     checks = [(e, measured[n]) for n in measured for e in perf_suite.scaling_expectations(perf_case, n)]
-    if not checks:
+    time_verdicts = [v for r in results[1:] if (v := perf_suite.judge_ddp(perf_case, r)) is not None]
+    if not checks and not time_verdicts:
         found = ", ".join(f"{n} GPUs {eff:.3f}" for n, eff in measured.items())
-        pytest.skip(f"no scaling expectation for {perf_case.combo} on {perf_case.arch} (measured efficiency: {found})")
+        saving = " (this run saves them)" if perf_suite.options.save_baseline else "; run with --save-baseline"
+        pytest.skip(
+            f"no DDP baseline or expectation for {perf_case.combo} on {perf_case.arch}{saving} (efficiency: {found})"
+        )
     failed = [
         f"{v.message()} [{e.source}]"
         for e, eff in checks
         if (v := perf_suite.judge_ratio(perf_case.arch, e, eff)).failed
     ]
+    if not perf_suite.options.save_baseline:
+        failed += [v.message() for v in time_verdicts if v.failed]
     assert not failed, "\n".join(failed)

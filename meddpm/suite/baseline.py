@@ -54,14 +54,16 @@ class Tolerances:
 
 @dataclass(frozen=True)
 class CaseKey:
-    """What a case measures: a preset, a combo and a batch size."""
+    """What a case measures: a preset, a combo, a batch size (per GPU) and the number of GPUs."""
 
     preset: str
     combo: str
     batch_size: int
+    world_size: int = 1
 
     def __str__(self) -> str:
-        return f"{self.preset}/{self.combo}/b{self.batch_size}"
+        ddp = f"/ddp{self.world_size}" if self.world_size > 1 else ""
+        return f"{self.preset}/{self.combo}/b{self.batch_size}{ddp}"
 
 
 @dataclass(frozen=True)
@@ -120,10 +122,11 @@ class CaseBaseline:
     tflops: float
     environment: dict[str, Any]
     tolerances: Tolerances | None = None
+    world_size: int = 1
 
     @property
     def key(self) -> CaseKey:
-        return CaseKey(self.preset, self.combo, self.batch_size)
+        return CaseKey(self.preset, self.combo, self.batch_size, self.world_size)
 
 
 @dataclass(frozen=True)
@@ -233,6 +236,7 @@ def _case(key: str, d: dict[str, Any]) -> CaseBaseline:
         tflops=float(d["tflops"]),
         environment=dict(d["environment"]),
         tolerances=_tolerances(d.get("tolerances")),
+        world_size=int(d.get("world_size", 1)),
     )
     if str(case.key) != key:
         raise ValueError(f"case {key!r} describes {case.key}")

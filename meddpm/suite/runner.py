@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from meddpm.atomic import write_json_atomic, write_text_atomic
@@ -34,7 +35,7 @@ from meddpm.suite.baseline import (
 )
 from meddpm.suite.options import SuiteOptions
 from meddpm.suite.summary import markdown_summary
-from meddpm.suite.verdict import Verdict, judge_case, judge_expectation
+from meddpm.suite.verdict import Verdict, judge_case, judge_expectation, judge_samples
 
 RESULTS_SCHEMA = "meddpm-perf-results/1"
 CPU = "cpu"
@@ -244,8 +245,18 @@ class SuiteRun:
         ]
 
     def record_ddp(self, results: list[DdpResult]) -> None:
-        """Keep data-parallel results for the summary and the results file."""
+        """Keep data-parallel results for the summary, the results file and saving."""
         self.ddp_results.extend(results)
+
+    def judge_ddp(self, case: PerfCase, result: DdpResult) -> Verdict | None:
+        """Time verdict of a DDP result (slowest rank per round) against its stored case, if any."""
+        key = CaseKey(case.preset, case.combo, case.batch_size, result.world_size)
+        stored = self.baseline(case.arch)
+        stored_case = stored.case(key) if stored else None
+        if stored is None or stored_case is None:
+            return None
+        tol = stored.tolerances_for(key)
+        return judge_samples(str(key), "time", result.slowest_ms, stored_case.samples_ms, tol.time_rel, tol.alpha, "ms")
 
     def judge_ratio(self, arch: str, expectation: Expectation, measured: float) -> Verdict:
         """Check a measured ratio against an expectation and remember it for the summary."""
@@ -331,31 +342,63 @@ class SuiteRun:
         return reasons
 
     def save(self, failed_tests: int) -> str:
-        """Save every measured case into its architecture's file, unless refused; returns the outcome."""
-        if not self.records:
+        """Save every measured case into its architecture's file, unless refused; returns the outcome.
+
+        Data-parallel results join as cases keyed ``preset/combo/bN/ddpW`` (world sizes of 2 and
+        more; one process under DDP is only the reference for the efficiency).
+        """
+        ddp = [r for r in self.ddp_results if r.world_size > 1]
+        if not self.records and not ddp:
             self.save_message = "baseline not saved: no case was measured"
             return self.save_message
         refusals = self.save_refusals(failed_tests)
         if refusals and not self.options.force_save:
             self.save_message = f"baseline not saved: {'; '.join(refusals)}; fix that, or pass --force-save-baseline"
             return self.save_message
-        env_by_device = {
-            on_gpu: environment(self.device(on_gpu)) for on_gpu in {r.case.on_gpu for r in self.records.values()}
-        }
+        cases: dict[str, list[CaseBaseline]] = {}
+        environments: dict[bool, dict[str, Any]] = {}
+        for record in self.records.values():
+            on_gpu = record.case.on_gpu
+            env = environments.setdefault(on_gpu, environment(self.device(on_gpu)))
+            cases.setdefault(record.case.arch, []).append(_case_baseline(record, env))
+        for result in ddp:
+            on_gpu = torch.cuda.is_available()  # gloo runs on CPU machines
+            env = environments.setdefault(on_gpu, environment(self.device(on_gpu)))
+            cases.setdefault(self.running_arch or CPU, []).append(_ddp_case_baseline(result, env))
         saved = []
-        for arch in sorted({r.case.arch for r in self.records.values()}):
-            cases = [
-                _case_baseline(r, env_by_device[r.case.on_gpu]) for r in self.records.values() if r.case.arch == arch
-            ]
+        for arch, arch_cases in sorted(cases.items()):
             current = self.baseline(arch) or BaselineFile(arch=arch, description=f"Measured on {arch}.")
-            ratios = self.ratio_table(on_gpu=arch != CPU)
             path = baseline_path(self.options.baseline_dir, arch)
-            save_baseline(path, current.with_measurements(cases, ratios))
+            save_baseline(path, current.with_measurements(arch_cases, self.ratio_table(on_gpu=arch != CPU)))
             self._baselines.pop(arch, None)
-            saved.append(f"{len(cases)} case(s) to {path}")
+            saved.append(f"{len(arch_cases)} case(s) to {path}")
         forced = " (forced past: " + "; ".join(refusals) + ")" if refusals else ""
         self.save_message = f"baseline saved: {', '.join(saved)}{forced}"
         return self.save_message
+
+
+def _ddp_case_baseline(result: DdpResult, env: dict[str, Any]) -> CaseBaseline:
+    samples = result.slowest_ms
+    energies = [e for e in result.energy_j_per_iter if e is not None]
+    peaks = [p for p in result.peak_allocated_bytes if p is not None]
+    q1, q3 = np.percentile(samples, [25, 75])
+    return CaseBaseline(
+        preset=result.preset,
+        combo=result.combo,
+        batch_size=result.batch_per_rank,
+        world_size=result.world_size,
+        provenance="measured",
+        samples_ms=[round(x, 3) for x in samples],
+        median_ms=round(result.median_ms, 3),
+        iqr_ms=round(float(q3 - q1), 3),
+        min_ms=round(min(samples), 3),
+        peak_allocated_bytes=max(peaks) if peaks else None,
+        peak_reserved_bytes=None,
+        energy_j_per_iter=round(sum(energies) / len(energies), 2) if energies else None,
+        energy_samples_j=[],
+        tflops=0.0,
+        environment={**env, "backend": result.backend, "exposed_comm_ms": round(result.exposed_comm_ms, 3)},
+    )
 
 
 def _case_baseline(record: CaseRecord, env: dict[str, Any]) -> CaseBaseline:
