@@ -124,7 +124,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     suite = session.config.stash.get(SUITE, None)
     if suite is None:
         return
-    if suite.options.save_baseline and suite.records:
+    if suite.options.save_baseline and (suite.records or suite.ddp_results):
         message = suite.save(session.testsfailed)
         if message.startswith("baseline not saved"):
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
