@@ -4,13 +4,11 @@ Each case launches ``torchrun --standalone`` subprocesses on this host's GPUs, s
 runner's NCCL environment applies as it is set.
 """
 
-import json
-
 import pytest
 import torch
 
 from meddpm.distributed import check_parity, run_ddp, scaling_efficiency
-from meddpm.parity import BOUNDS_FILE
+from meddpm.parity import load_bounds
 from meddpm.suite.runner import PerfCase, SuiteRun
 
 pytestmark = [pytest.mark.gpu, pytest.mark.multigpu]
@@ -27,7 +25,7 @@ def test_ddp_step_equals_one_gpu_step_on_the_whole_batch(perf_suite: SuiteRun):
     gpus = _gpus()
     errors = check_parity(perf_suite.options.preset_for(True), gpus)
     # Strict FP32 with reductions in another order: the parity suite's FP32 gradient bound applies.
-    bound = json.loads(BOUNDS_FILE.read_text())["pairs"]["cuda:fp32~fp64"]["bounds"]["grads"]
+    bound = load_bounds()["cuda:fp32~fp64"]["bounds"]["grads"]
     assert errors["params"] <= bound and errors["updates"] <= bound, f"{errors} vs bound {bound}"
 
 

@@ -53,7 +53,11 @@ def test_round_trip(tmp_path):
     assert loaded == sample_file()
     assert loaded.case(CaseKey("paper", "opt1", 1)).samples_ms == [230.0, 231.0, 229.0]
     assert loaded.case(CaseKey("paper", "opt2", 1)) is None
-    assert loaded.expectations_for("paper", "time")[0].describe() == "time opt1/baseline <= 0.25 (measured)"
+    assert (
+        loaded.expectations_for("paper", "time", "opt1", "baseline")[0].describe()
+        == "time opt1/baseline <= 0.25 (measured)"
+    )
+    assert loaded.expectations_for("paper", "time", "opt2", "baseline") == []
 
 
 def test_samples_stay_on_one_line_for_review(tmp_path):

@@ -149,9 +149,12 @@ class BaselineFile:
         stored = self.case(key)
         return stored.tolerances if stored and stored.tolerances else self.tolerances
 
-    def expectations_for(self, preset: str, metric: str) -> list[Expectation]:
-        """Expectations on ``metric`` for ``preset``."""
-        return [e for e in self.expectations if e.preset == preset and e.metric == metric]
+    def expectations_for(
+        self, preset: str, metric: str, combo: str, reference: str, world_size: int = 1
+    ) -> list[Expectation]:
+        """Expectations on ``metric`` of ``combo`` against ``reference`` for ``preset`` at ``world_size``."""
+        wanted = (preset, metric, combo, reference, world_size)
+        return [e for e in self.expectations if (e.preset, e.metric, e.combo, e.reference, e.world_size) == wanted]
 
     def with_measurements(
         self, cases: list[CaseBaseline], ratios: dict[str, dict[str, dict[str, float]]]

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from meddpm.atomic import write_json_atomic, write_text_atomic
@@ -22,6 +21,7 @@ from meddpm.config import ModelConfig
 from meddpm.distributed import DdpResult
 from meddpm.errors import UserError
 from meddpm.measure.environment import environment
+from meddpm.measure.stats import Stats
 from meddpm.measure.timing import synchronize
 from meddpm.suite.arch import KNOWN_ARCHS, PEAKS
 from meddpm.suite.baseline import (
@@ -225,24 +225,14 @@ class SuiteRun:
     def expectations(self, ratio: RatioCase) -> list[Expectation]:
         """The stored time expectations for ``ratio``'s combo and reference."""
         stored = self.baseline(ratio.arch)
-        if stored is None:
-            return []
-        return [
-            e
-            for e in stored.expectations_for(ratio.preset, "time")
-            if (e.combo, e.reference) == (ratio.combo, ratio.reference)
-        ]
+        return stored.expectations_for(ratio.preset, "time", ratio.combo, ratio.reference) if stored else []
 
     def scaling_expectations(self, case: PerfCase, world_size: int) -> list[Expectation]:
         """Stored scaling-efficiency expectations of ``case``'s combo at ``world_size`` GPUs."""
         stored = self.baseline(case.arch)
         if stored is None:
             return []
-        return [
-            e
-            for e in stored.expectations_for(case.preset, "scaling_efficiency")
-            if e.combo == case.combo and e.world_size == world_size
-        ]
+        return stored.expectations_for(case.preset, "scaling_efficiency", case.combo, case.combo, world_size)
 
     def record_ddp(self, results: list[DdpResult]) -> None:
         """Keep data-parallel results for the summary, the results file and saving."""
@@ -378,20 +368,19 @@ class SuiteRun:
 
 
 def _ddp_case_baseline(result: DdpResult, env: dict[str, Any]) -> CaseBaseline:
-    samples = result.slowest_ms
+    stats = Stats.from_samples(result.slowest_ms)
     energies = [e for e in result.energy_j_per_iter if e is not None]
     peaks = [p for p in result.peak_allocated_bytes if p is not None]
-    q1, q3 = np.percentile(samples, [25, 75])
     return CaseBaseline(
         preset=result.preset,
         combo=result.combo,
         batch_size=result.batch_per_rank,
         world_size=result.world_size,
         provenance="measured",
-        samples_ms=[round(x, 3) for x in samples],
-        median_ms=round(result.median_ms, 3),
-        iqr_ms=round(float(q3 - q1), 3),
-        min_ms=round(min(samples), 3),
+        samples_ms=[round(x, 3) for x in result.slowest_ms],
+        median_ms=round(stats.median, 3),
+        iqr_ms=round(stats.iqr, 3),
+        min_ms=round(stats.min, 3),
         peak_allocated_bytes=max(peaks) if peaks else None,
         peak_reserved_bytes=None,
         energy_j_per_iter=round(sum(energies) / len(energies), 2) if energies else None,
