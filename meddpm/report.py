@@ -85,3 +85,53 @@ def ddp_table(results: Sequence[DdpResult]) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
+
+
+# Columns of the Nsight Compute table: (metric key, column title, scale).
+_NCU_COLUMNS = (
+    ("duration_ns", "GPU ms", 1e-6),
+    ("sm_cycles", "SM cycles (M)", 1e-6),
+    ("instructions", "warp inst (M)", 1e-6),
+    ("ipc", "IPC", 1.0),
+    ("tensor_pipe_pct", "tensor %", 1.0),
+    ("fma_pipe_pct", "FMA %", 1.0),
+    ("alu_pipe_pct", "ALU %", 1.0),
+    ("sm_throughput_pct", "SM thr %", 1.0),
+    ("l1_hit_pct", "L1 hit %", 1.0),
+    ("l2_hit_pct", "L2 hit %", 1.0),
+    ("dram_throughput_pct", "DRAM %", 1.0),
+    ("dram_bytes", "DRAM GB", 1e-9),
+    ("warps_active", "warps/cycle", 1.0),
+    ("stall_long_scoreboard", "stall LSB", 1.0),
+    ("stall_math_pipe_throttle", "stall math", 1.0),
+    ("stall_branch_resolving", "stall branch", 1.0),
+)
+_INSTRUCTION_MIX = ("fp16", "fp32", "fp64", "integer", "memory", "control", "conversion", "bit", "misc")
+
+
+def ncu_table(totals: dict[str, dict[str, float]], reference: str = "baseline") -> pd.DataFrame:
+    """One row per combo of Nsight Compute figures per iteration, with cycles and instructions vs ``reference``.
+
+    ``totals`` maps a combo to its per-iteration totals (metric key -> value). The instruction
+    mix, where collected, shows as each kind's share of thread instructions.
+    """
+    rows = []
+    for combo, t in totals.items():
+        row: dict[str, object] = {"combo": combo}
+        for key, title, scale in _NCU_COLUMNS:
+            if key in t:
+                row[title] = t[key] * scale
+        ref = totals.get(reference)
+        for key, title in (("sm_cycles", "cycles vs ref"), ("instructions", "inst vs ref")):
+            if ref and key in t and ref.get(key):
+                row[title] = t[key] / ref[key]
+        mix = {kind: t[f"inst_{kind}"] for kind in _INSTRUCTION_MIX if f"inst_{kind}" in t}
+        if mix and sum(mix.values()):
+            row.update({f"{kind} %": 100 * v / sum(mix.values()) for kind, v in mix.items()})
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("combo")
+
+
+def kernel_mix_table(mixes: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Share of GPU time per kernel category (rows) and combo (columns), from each combo's mix."""
+    return pd.DataFrame({combo: mix["share"] for combo, mix in mixes.items()}).fillna(0.0)

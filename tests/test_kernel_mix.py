@@ -46,7 +46,7 @@ from meddpm.measure.kernel_mix import categorize, category_shares
         ),
         (
             "void at::native::(anonymous namespace)::ComputeInternalGradientsCUDAKernel<float>(long, float const*)",
-            "other",
+            "normalization",
         ),
     ],
 )

@@ -9,13 +9,13 @@ Triton-generated, not as convolutions):
 | conv_wgrad | ``wgrad`` |
 | conv_dgrad | ``dgrad`` |
 | conv_fwd | ``fprop``, ``convolve``, ``conv_`` / ``implicit_gemm`` not matched above |
-| attention | ``flash``, ``fmha``, ``attention`` |
+| attention | ``flash``, ``fmha``, ``attention``, ``softmax`` |
 | gemm | ``gemm``, ``cutlass``, ``cublas`` |
-| normalization | ``norm``, ``rowwisemoments``, ``computefusedparams`` |
-| layout | ``nchwtonhwc``, ``nhwctonchw``, ``transpose``, ``permute`` |
-| optimizer | ``adam`` |
+| normalization | ``norm``, ``rowwisemoments``, ``computefusedparams``, and GroupNorm's backward kernels |
+| layout | ``nchwtonhwc``, ``nhwctonchw``, ``tensortransform``, ``transpose``, ``permute`` |
+| optimizer | ``adam``, ``multi_tensor_apply`` (foreach Adam and EMA updates) |
 | reduction | ``reduce`` |
-| copy | ``copy``, ``memcpy``, ``memset``, ``catarray``, ``fill`` |
+| copy | ``copy``, ``memcpy``, ``memset``, ``catarray``, ``fill``, ``settensor`` |
 | elementwise | ``elementwise``, ``upsample`` |
 | other | anything else |
 """
@@ -32,13 +32,23 @@ RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("conv_wgrad", ("wgrad",)),
     ("conv_dgrad", ("dgrad",)),
     ("conv_fwd", ("fprop", "convolve", "conv_", "implicit_gemm")),
-    ("attention", ("flash", "fmha", "attention")),
+    ("attention", ("flash", "fmha", "attention", "softmax")),
     ("gemm", ("gemm", "cutlass", "cublas")),
-    ("normalization", ("norm", "rowwisemoments", "computefusedparams")),
-    ("layout", ("nchwtonhwc", "nhwctonchw", "transpose", "permute")),
-    ("optimizer", ("adam",)),
+    (
+        "normalization",
+        (
+            "norm",
+            "rowwisemoments",
+            "computefusedparams",
+            "computeinternalgradients",
+            "computebackwardfusedparams",
+            "gammabetabackward",
+        ),
+    ),
+    ("layout", ("nchwtonhwc", "nhwctonchw", "tensortransform", "transpose", "permute")),
+    ("optimizer", ("adam", "multi_tensor_apply")),
     ("reduction", ("reduce",)),
-    ("copy", ("copy", "memcpy", "memset", "catarray", "fill")),
+    ("copy", ("copy", "memcpy", "memset", "catarray", "fill", "settensor")),
     ("elementwise", ("elementwise", "upsample")),
 )
 
