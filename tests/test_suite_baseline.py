@@ -14,6 +14,7 @@ from meddpm.suite.baseline import (
     CaseBaseline,
     CaseKey,
     Expectation,
+    NcuBaseline,
     Tolerances,
     load_baseline,
     save_baseline,
@@ -93,6 +94,32 @@ def test_a_crash_while_saving_leaves_the_old_file_whole(tmp_path, monkeypatch):
     assert [p.name for p in tmp_path.iterdir()] == ["h200.json"]  # no temporary left behind
 
 
+def ncu_entry(combo: str = "opt1", cycles: float = 9.2e8) -> NcuBaseline:
+    return NcuBaseline(
+        preset="paper",
+        combo=combo,
+        batch_size=1,
+        provenance="measured",
+        totals={"sm_cycles": cycles, "instructions": 6.1e10, "tensor_pipe_pct": 20.5},
+        ncu_version="2025.3.1.0",
+        replay="range",
+        clock_control="none",
+        groups=["core", "stalls"],
+        environment={"gpu_name": "NVIDIA H100 80GB HBM3"},
+    )
+
+
+def test_ncu_totals_round_trip_and_merge(tmp_path):
+    path = tmp_path / "h200.json"
+    first = sample_file().with_ncu([ncu_entry("baseline", 2.5e9), ncu_entry("opt1")])
+    save_baseline(path, first)
+    assert load_baseline(path, "h200") == first
+    again = first.with_ncu([ncu_entry("opt1", 8.0e8)])
+    assert again.ncu["paper/baseline/b1"].totals["sm_cycles"] == 2.5e9  # kept
+    assert again.ncu["paper/opt1/b1"].totals["sm_cycles"] == 8.0e8  # replaced
+    assert again.cases == first.cases
+
+
 def test_missing_file_is_no_baseline(tmp_path):
     assert load_baseline(tmp_path / "a100.json", "a100") is None
 
@@ -111,6 +138,11 @@ def test_missing_file_is_no_baseline(tmp_path):
             "has provenance 'guess', expected one of measured, paper",
         ),
         ('{"schema": "meddpm-baseline/1", "arch": "h200", "tolerances": {"time": 1}}', "unknown tolerance 'time'"),
+        ('{"schema": "meddpm-baseline/1", "arch": "h200", "ncu": [1]}', "is malformed"),
+        (
+            '{"schema": "meddpm-baseline/1", "arch": "h200", "ncu": {"paper/opt1/b1": {"preset": "paper"}}}',
+            "is malformed",
+        ),
     ],
 )
 def test_bad_files_give_one_line_naming_file_and_problem(tmp_path, content, message):

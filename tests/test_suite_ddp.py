@@ -2,7 +2,6 @@
 
 from meddpm.distributed import DdpResult
 from meddpm.suite.baseline import load_baseline
-from meddpm.suite.options import SuiteOptions
 from meddpm.suite.runner import PerfCase, SuiteRun
 
 
@@ -11,28 +10,8 @@ def ddp(world: int, ms: float) -> DdpResult:
     return DdpResult("paper", "opt1", world, 1, "gloo", rounds, rounds, [None] * world, [1.0] * world, [None] * world)
 
 
-def suite(tmp_path, save: bool) -> SuiteRun:
-    options = SuiteOptions(
-        save_baseline=save,
-        force_save=False,
-        baseline_dir=tmp_path,
-        arch=None,
-        preset=None,
-        combos=None,
-        batch_size=1,
-        warmup=None,
-        min_rounds=5,
-        max_rounds=None,
-        rel_iqr=None,
-        budget_s=None,
-        benchmark_rounds=1,
-        results_dir=tmp_path / "results",
-    )
-    return SuiteRun(options, None, lambda line: None)
-
-
-def test_ddp_results_become_world_size_cases_and_catch_a_slowdown(tmp_path):
-    saving = suite(tmp_path, save=True)
+def test_ddp_results_become_world_size_cases_and_catch_a_slowdown(tmp_path, suite_options):
+    saving = SuiteRun(suite_options(save_baseline=True), None, lambda line: None)
     saving.record_ddp([ddp(1, 230.0), ddp(2, 232.0)])
     assert saving.save(failed_tests=0) == f"baseline saved: 1 case(s) to {tmp_path / 'cpu.json'}"
     stored = load_baseline(tmp_path / "cpu.json", "cpu")
@@ -40,7 +19,7 @@ def test_ddp_results_become_world_size_cases_and_catch_a_slowdown(tmp_path):
     case = stored.cases["paper/opt1/b1/ddp2"]
     assert (case.world_size, case.median_ms, case.energy_j_per_iter) == (2, 232.25, 1.0)
 
-    checking = suite(tmp_path, save=False)
+    checking = SuiteRun(suite_options(), None, lambda line: None)
     same = checking.judge_ddp(PerfCase("cpu", "paper", "opt1", 1), ddp(2, 232.0))
     slower = checking.judge_ddp(PerfCase("cpu", "paper", "opt1", 1), ddp(2, 300.0))
     assert same.outcome == "unchanged" and slower.outcome == "regression"

@@ -11,8 +11,13 @@ Schema ``meddpm-baseline/1`` (documented in ``baselines/README.md``)::
       "cases": {"paper/opt1/b1": {"preset": ..., "combo": ..., "batch_size": ..., "provenance": "measured",
                                    "samples_ms": [...], "median_ms": ..., "energy_samples_j": [...], ...,
                                    "environment": {...}}},
-      "ratios": {"paper/b1": {"opt1/baseline": {"median": ..., "q1": ..., "q3": ...}}}
+      "ratios": {"paper/b1": {"opt1/baseline": {"median": ..., "q1": ..., "q3": ...}}},
+      "ncu": {"paper/opt1/b1": {"provenance": "measured", "totals": {"sm_cycles": ..., ...},
+                                "ncu_version": ..., "replay": "range", "clock_control": "none", ...}}
     }
+
+Expectations on Nsight Compute figures name the metric ``ncu:<key>`` (e.g. ``ncu:sm_cycles``,
+keys in :mod:`meddpm.measure.ncu_metrics`); ``ncu`` keeps the measured per-iteration totals.
 
 ``tolerances`` may be overridden per case. ``ratios`` records the interleaved ratios of the
 run that saved the cases, for reviewers; verdicts use ``expectations``. Files are written
@@ -130,6 +135,26 @@ class CaseBaseline:
 
 
 @dataclass(frozen=True)
+class NcuBaseline:
+    """Stored Nsight Compute totals of one case's iteration, and how they were collected."""
+
+    preset: str
+    combo: str
+    batch_size: int
+    provenance: str
+    totals: dict[str, float]
+    ncu_version: str
+    replay: str
+    clock_control: str
+    groups: list[str]
+    environment: dict[str, Any]
+
+    @property
+    def key(self) -> CaseKey:
+        return CaseKey(self.preset, self.combo, self.batch_size)
+
+
+@dataclass(frozen=True)
 class BaselineFile:
     """Everything stored for one architecture."""
 
@@ -139,6 +164,7 @@ class BaselineFile:
     cases: dict[str, CaseBaseline] = field(default_factory=dict)
     ratios: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
     description: str = ""
+    ncu: dict[str, NcuBaseline] = field(default_factory=dict)
 
     def case(self, key: CaseKey) -> CaseBaseline | None:
         """The stored case, or None."""
@@ -167,6 +193,11 @@ class BaselineFile:
             merged[str(case.key)] = replace(case, tolerances=kept.tolerances) if kept else case
         return replace(self, cases=dict(sorted(merged.items())), ratios={**self.ratios, **ratios})
 
+    def with_ncu(self, profiles: list[NcuBaseline]) -> BaselineFile:
+        """A copy with these Nsight Compute totals replaced or added; every other entry is kept."""
+        merged = {**self.ncu, **{str(p.key): p for p in profiles}}
+        return replace(self, ncu=dict(sorted(merged.items())))
+
 
 def baseline_path(directory: Path, arch: str) -> Path:
     """Where the baseline of ``arch`` lives."""
@@ -193,7 +224,7 @@ def load_baseline(path: Path, arch: str) -> BaselineFile | None:
         )
     try:
         loaded = _from_dict(data)
-    except (KeyError, TypeError, ValueError) as exc:
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
         raise BaselineError(f"baseline file {path} is malformed ({_describe(exc)}); {fix}") from None
     if loaded.arch != arch:
         raise BaselineError(f"baseline file {path} is for arch {loaded.arch!r}, not {arch!r}; rename or re-create it")
@@ -263,6 +294,24 @@ def _expectation(d: dict[str, Any]) -> Expectation:
     return e
 
 
+def _ncu(key: str, d: dict[str, Any]) -> NcuBaseline:
+    entry = NcuBaseline(
+        preset=str(d["preset"]),
+        combo=str(d["combo"]),
+        batch_size=int(d["batch_size"]),
+        provenance=_provenance(d["provenance"], f"ncu entry {key!r}"),
+        totals={str(k): float(v) for k, v in dict(d["totals"]).items()},
+        ncu_version=str(d["ncu_version"]),
+        replay=str(d["replay"]),
+        clock_control=str(d["clock_control"]),
+        groups=[str(g) for g in d["groups"]],
+        environment=dict(d["environment"]),
+    )
+    if str(entry.key) != key:
+        raise ValueError(f"ncu entry {key!r} describes {entry.key}")
+    return entry
+
+
 def _from_dict(data: dict[str, Any]) -> BaselineFile:
     return BaselineFile(
         arch=str(data["arch"]),
@@ -271,6 +320,7 @@ def _from_dict(data: dict[str, Any]) -> BaselineFile:
         expectations=tuple(_expectation(e) for e in data.get("expectations", [])),
         cases={k: _case(k, v) for k, v in data.get("cases", {}).items()},
         ratios=data.get("ratios", {}),
+        ncu={k: _ncu(k, v) for k, v in data.get("ncu", {}).items()},
     )
 
 
@@ -291,6 +341,7 @@ def to_dict(baseline: BaselineFile) -> dict[str, Any]:
         "expectations": [asdict(e) for e in baseline.expectations],
         "cases": cases,
         "ratios": baseline.ratios,
+        "ncu": {key: asdict(entry) for key, entry in baseline.ncu.items()},
     }
 
 

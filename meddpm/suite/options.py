@@ -11,6 +11,8 @@ from meddpm.bench import CampaignSettings
 from meddpm.combos import COMBOS, get_combo
 from meddpm.config import ModelConfig
 from meddpm.errors import UserError
+from meddpm.measure.ncu import CLOCK_CONTROLS, NcuSettings
+from meddpm.measure.ncu_metrics import DEFAULT_GROUPS, GROUPS
 from meddpm.suite.arch import validate_arch
 
 # CPU cases default to the combos that finish in seconds there: bf16 conv3d crawls on CPUs
@@ -36,6 +38,7 @@ class SuiteOptions:
     budget_s: float | None
     benchmark_rounds: int
     results_dir: Path
+    ncu: NcuSettings | None = None  # None: Nsight Compute cases are off
 
     def preset_for(self, on_gpu: bool) -> str:
         """``--preset``, else paper on a GPU and tiny on the CPU."""
@@ -116,6 +119,25 @@ def add_options(parser: pytest.Parser) -> None:
         default=Path("perf-results"),
         help="where the run's results JSON and Markdown summary go (default: perf-results)",
     )
+    g.addoption("--ncu", action="store_true", help="run the Nsight Compute cases (tests marked ncu; off by default)")
+    g.addoption(
+        "--ncu-groups",
+        default=",".join(DEFAULT_GROUPS),
+        help=f"metric groups to collect: {', '.join(GROUPS)} (default: {','.join(DEFAULT_GROUPS)}; "
+        "instmix patches every kernel and costs minutes per combo)",
+    )
+    g.addoption(
+        "--ncu-replay",
+        default="range",
+        help="range (default: the iteration replayed per counter pass), app-range (the program re-run "
+        "per pass) or kernel (every metric per kernel, slow)",
+    )
+    g.addoption(
+        "--ncu-clock-control",
+        default="none",
+        help=f"ncu --clock-control: {' or '.join(CLOCK_CONTROLS)} (default: none, the card as found)",
+    )
+    g.addoption("--ncu-timeout", type=float, default=900.0, help="seconds one ncu run may take (default: 900)")
 
 
 def _combos(spec: str | None) -> tuple[str, ...] | None:
@@ -162,4 +184,19 @@ def parse_options(config: pytest.Config) -> SuiteOptions:
         budget_s=opt("--perf-budget"),
         benchmark_rounds=opt("--perf-benchmark-rounds"),
         results_dir=opt("--perf-results-dir"),
+        ncu=_ncu_settings(config) if opt("--ncu") else None,
+    )
+
+
+def _ncu_settings(config: pytest.Config) -> NcuSettings:
+    opt = config.getoption
+    if not opt("--ncu-timeout") > 0:
+        raise UserError(f"--ncu-timeout must be above 0, got {opt('--ncu-timeout')}")
+    groups = tuple(g.strip() for g in opt("--ncu-groups").split(",") if g.strip())
+    return NcuSettings(
+        groups=groups,
+        replay=opt("--ncu-replay"),
+        clock_control=opt("--ncu-clock-control"),
+        warmup=opt("--perf-warmup") if opt("--perf-warmup") is not None else 3,
+        timeout_s=opt("--ncu-timeout"),
     )

@@ -71,17 +71,35 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "ratio_case" in metafunc.fixturenames:
         params = [pytest.param(r, id=r.id, marks=_marks(r.arch, r.preset, r.batch_size)) for r in suite.ratio_cases()]
         metafunc.parametrize("ratio_case", params)
+    if "ncu_case" in metafunc.fixturenames:
+        params = [
+            pytest.param(c, id=c.id, marks=[*_marks(c.arch, c.preset, c.batch_size), pytest.mark.ncu])
+            for c in suite.ncu_cases()
+        ]
+        metafunc.parametrize("ncu_case", params)
+    if "ncu_ratio_case" in metafunc.fixturenames:
+        params = [
+            pytest.param(r, id=r.id, marks=[*_marks(r.arch, r.preset, r.batch_size), pytest.mark.ncu])
+            for r in suite.ratio_cases()
+        ]
+        metafunc.parametrize("ncu_ratio_case", params)
 
 
 def _case_of(item: pytest.Item) -> PerfCase | RatioCase | None:
     params = getattr(item, "callspec", None)
     if params is None:
         return None
-    return params.params.get("perf_case") or params.params.get("ratio_case")
+    p = params.params
+    return p.get("perf_case") or p.get("ratio_case") or p.get("ncu_case") or p.get("ncu_ratio_case")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     suite = config.stash[SUITE]
+    if suite.options.ncu is None:
+        off = pytest.mark.skip(reason="Nsight Compute cases are off by default; run with --ncu")
+        for item in items:
+            if item.get_closest_marker("ncu"):
+                item.add_marker(off)
     if not torch.cuda.is_available():
         no_gpu = pytest.mark.skip(reason="needs a CUDA GPU; none is visible to PyTorch on this machine")
         for item in items:
@@ -124,7 +142,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     suite = session.config.stash.get(SUITE, None)
     if suite is None:
         return
-    if suite.options.save_baseline and (suite.records or suite.ddp_results):
+    if suite.options.save_baseline and (suite.records or suite.ddp_results or suite.ncu_profiles):
         message = suite.save(session.testsfailed)
         if message.startswith("baseline not saved"):
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -134,7 +152,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     suite = config.stash.get(SUITE, None)
-    if suite is None or not (suite.records or suite.ddp_results):
+    if suite is None or not (suite.records or suite.ddp_results or suite.ncu_profiles):
         return
     tr = terminalreporter
     tr.section("meddpm performance")
@@ -155,6 +173,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
             for r in suite.records.values()
         ]
         tr.write_line(pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    if suite.ncu_profiles:
+        table, shares = suite.ncu_tables()
+        tr.write_line("Nsight Compute, per iteration:")
+        tr.write_line(table.to_string(float_format=lambda v: f"{v:.4g}"))
+        tr.write_line("kernel mix (share of GPU kernel time):")
+        tr.write_line(shares.to_string(float_format=lambda v: f"{v:.1%}"))
     for arch, verdict, _ in suite.expectation_verdicts:
         tr.write_line(f"{arch}: {verdict.message()} -> {verdict.outcome}")
     for r in suite.records.values():

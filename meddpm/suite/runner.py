@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import torch
 
 from meddpm.atomic import write_json_atomic, write_text_atomic
@@ -21,14 +22,19 @@ from meddpm.config import ModelConfig
 from meddpm.distributed import DdpResult
 from meddpm.errors import UserError
 from meddpm.measure.environment import environment
+from meddpm.measure.ncu import NcuProfile, profile_combo
+from meddpm.measure.ncu_metrics import METRICS, family_of
 from meddpm.measure.stats import Stats
 from meddpm.measure.timing import synchronize
+from meddpm.plots import kernel_mix_chart
+from meddpm.report import kernel_mix_table, ncu_table
 from meddpm.suite.arch import KNOWN_ARCHS, PEAKS
 from meddpm.suite.baseline import (
     BaselineFile,
     CaseBaseline,
     CaseKey,
     Expectation,
+    NcuBaseline,
     baseline_path,
     load_baseline,
     save_baseline,
@@ -100,6 +106,8 @@ class SuiteRun:
         self.save_message = ""
         self.summary_path: Path | None = None
         self.ddp_results: list[DdpResult] = []
+        self.ncu_profiles: dict[str, NcuProfile] = {}  # by PerfCase.id
+        self._ncu_errors: dict[str, UserError] = {}
         self._baselines: dict[str, BaselineFile | None] = {}
         self._campaigns: dict[tuple[str, str, int], Campaign] = {}
         self._campaign_errors: dict[tuple[str, str, int], UserError] = {}
@@ -116,6 +124,10 @@ class SuiteRun:
         gpu = [PerfCase(a, o.preset_for(True), c, o.batch_size) for a in self.gpu_archs() for c in o.combos_for(True)]
         cpu = [PerfCase(CPU, o.preset_for(False), c, o.batch_size) for c in o.combos_for(False)]
         return gpu + cpu
+
+    def ncu_cases(self) -> list[PerfCase]:
+        """The GPU cases; each gets an Nsight Compute profile when ``--ncu`` is on."""
+        return [c for c in self.cases() if c.on_gpu]
 
     def ratio_cases(self) -> list[RatioCase]:
         """Every selected combo against the baseline combo, per GPU architecture."""
@@ -238,6 +250,49 @@ class SuiteRun:
         """Keep data-parallel results for the summary, the results file and saving."""
         self.ddp_results.extend(results)
 
+    def ncu_profile(self, case: PerfCase) -> NcuProfile:
+        """Nsight Compute counters of one iteration of ``case`` (profiled once per session, in a subprocess)."""
+        settings = self.options.ncu
+        if settings is None:
+            raise UserError("Nsight Compute cases are off; run with --ncu")
+        if case.id in self._ncu_errors:
+            raise self._ncu_errors[case.id]
+        if case.id not in self.ncu_profiles:
+            device = self.device(True)
+            props = torch.cuda.get_device_properties(device)
+            self.write_line(
+                f"\nmeddpm: ncu {case.id}: {settings.replay} replay, groups {','.join(settings.groups)}, "
+                f"clock control {settings.clock_control}, {settings.warmup} warm-up iterations..."
+            )
+            try:
+                profile = profile_combo(
+                    case.preset,
+                    case.combo,
+                    family=family_of((props.major, props.minor)),
+                    out_dir=self.options.results_dir / "ncu",
+                    settings=settings,
+                    batch_size=case.batch_size,
+                    device_index=device.index or 0,
+                )
+            except UserError as exc:
+                self._ncu_errors[case.id] = exc
+                raise
+            self.ncu_profiles[case.id] = profile
+            passes = ", ".join(f"{name} {s:.0f} s" for name, s in profile.wall_s.items())
+            self.write_line(f"meddpm: ncu {case.id}: {len(profile.kernels)} kernel launches; ncu took {passes}")
+        return self.ncu_profiles[case.id]
+
+    def ncu_expectations(self, ratio: RatioCase) -> list[Expectation]:
+        """The stored ``ncu:<metric>`` expectations for ``ratio``'s combo and reference."""
+        stored = self.baseline(ratio.arch)
+        if stored is None:
+            return []
+        return [
+            e
+            for m in METRICS
+            for e in stored.expectations_for(ratio.preset, f"ncu:{m.key}", ratio.combo, ratio.reference)
+        ]
+
     def judge_ddp(self, case: PerfCase, result: DdpResult) -> Verdict | None:
         """Time verdict of a DDP result (slowest rank per round) against its stored case, if any."""
         key = CaseKey(case.preset, case.combo, case.batch_size, result.world_size)
@@ -290,11 +345,11 @@ class SuiteRun:
 
     def write_results(self) -> Path | None:
         """Write the run's results JSON and Markdown summary; returns the summary's path."""
-        if not self.records and not self.ddp_results:
+        if not self.records and not self.ddp_results and not self.ncu_profiles:
             return None
         out = self.options.results_dir
         on_gpu = torch.cuda.is_available() and (
-            bool(self.ddp_results) or any(r.case.on_gpu for r in self.records.values())
+            bool(self.ddp_results or self.ncu_profiles) or any(r.case.on_gpu for r in self.records.values())
         )
         payload = {
             "schema": RESULTS_SCHEMA,
@@ -307,12 +362,32 @@ class SuiteRun:
                 for arch, v, source in self.expectation_verdicts
             ],
             "ddp": [r.as_dict() for r in self.ddp_results],
+            "ncu": [p.as_dict() for p in self.ncu_profiles.values()],
             "baseline_saved": self.save_message,
         }
+        if self.ncu_profiles:
+            self._write_ncu_tables(out / "ncu")
         write_json_atomic(out / "results.json", payload)
         summary = out / "summary.md"
         write_text_atomic(summary, markdown_summary(payload))
         return summary
+
+    def ncu_tables(self) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """The per-combo Nsight Compute table and the kernel-mix shares (categories x combos)."""
+        profiles = self.ncu_profiles.values()
+        return (
+            ncu_table({p.combo: p.totals for p in profiles}),
+            kernel_mix_table({p.combo: p.mix() for p in profiles}),
+        )
+
+    def _write_ncu_tables(self, out: Path) -> None:
+        table, shares = self.ncu_tables()
+        out.mkdir(parents=True, exist_ok=True)
+        table.to_csv(out / "ncu-per-combo.csv")
+        shares.to_csv(out / "kernel-mix.csv")
+        first = next(iter(self.ncu_profiles.values()))
+        title = f"kernel mix per combo, {first.preset} b{first.batch_size}, {self.running_arch}"
+        kernel_mix_chart(shares, out / "kernel-mix.png", title)
 
     def close(self) -> None:
         """Free every campaign's models and GPU memory."""
@@ -338,7 +413,7 @@ class SuiteRun:
         more; one process under DDP is only the reference for the efficiency).
         """
         ddp = [r for r in self.ddp_results if r.world_size > 1]
-        if not self.records and not ddp:
+        if not self.records and not ddp and not self.ncu_profiles:
             self.save_message = "baseline not saved: no case was measured"
             return self.save_message
         refusals = self.save_refusals(failed_tests)
@@ -355,16 +430,41 @@ class SuiteRun:
             on_gpu = torch.cuda.is_available()  # gloo runs on CPU machines
             env = environments.setdefault(on_gpu, environment(self.device(on_gpu)))
             cases.setdefault(self.running_arch or CPU, []).append(_ddp_case_baseline(result, env))
+        ncu: dict[str, list[NcuBaseline]] = {}
+        for profile in self.ncu_profiles.values():
+            on_gpu = torch.cuda.is_available()
+            env = environments.setdefault(on_gpu, environment(self.device(on_gpu)))
+            ncu.setdefault(self.running_arch or CPU, []).append(_ncu_baseline(profile, env))
         saved = []
-        for arch, arch_cases in sorted(cases.items()):
+        for arch in sorted(set(cases) | set(ncu)):
             current = self.baseline(arch) or BaselineFile(arch=arch, description=f"Measured on {arch}.")
             path = baseline_path(self.options.baseline_dir, arch)
-            save_baseline(path, current.with_measurements(arch_cases, self.ratio_table(on_gpu=arch != CPU)))
+            arch_cases, arch_ncu = cases.get(arch, []), ncu.get(arch, [])
+            updated = current.with_measurements(arch_cases, self.ratio_table(on_gpu=arch != CPU) if arch_cases else {})
+            save_baseline(path, updated.with_ncu(arch_ncu))
             self._baselines.pop(arch, None)
-            saved.append(f"{len(arch_cases)} case(s) to {path}")
+            counts = [f"{len(arch_cases)} case(s)"] * bool(arch_cases) + [f"{len(arch_ncu)} ncu profile(s)"] * bool(
+                arch_ncu
+            )
+            saved.append(f"{' and '.join(counts)} to {path}")
         forced = " (forced past: " + "; ".join(refusals) + ")" if refusals else ""
         self.save_message = f"baseline saved: {', '.join(saved)}{forced}"
         return self.save_message
+
+
+def _ncu_baseline(profile: NcuProfile, env: dict[str, Any]) -> NcuBaseline:
+    return NcuBaseline(
+        preset=profile.preset,
+        combo=profile.combo,
+        batch_size=profile.batch_size,
+        provenance="measured",
+        totals={k: float(f"{v:.6g}") for k, v in profile.totals.items()},
+        ncu_version=profile.ncu_version,
+        replay=profile.settings.replay,
+        clock_control=profile.settings.clock_control,
+        groups=list(profile.settings.groups),
+        environment=env,
+    )
 
 
 def _ddp_case_baseline(result: DdpResult, env: dict[str, Any]) -> CaseBaseline:

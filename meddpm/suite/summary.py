@@ -59,6 +59,19 @@ def markdown_summary(results: dict[str, Any]) -> str:
     problems = [v for c in results["cases"] for v in c["verdicts"] if " regression:" in v or " improvement:" in v]
     if problems:
         lines += ["Changes against the baseline:", ""] + [f"- {p}" for p in problems] + [""]
+    if results.get("ncu"):
+        ncu = pd.DataFrame([{"combo": p["combo"], **p["totals"]} for p in results["ncu"]]).set_index("combo")
+        mix = pd.DataFrame({p["combo"]: {m["category"]: m["share"] for m in p["kernel_mix"]} for p in results["ncu"]})
+        lines += [
+            "Nsight Compute, per iteration (see ncu/ for the CSV tables, the kernel-mix chart and the reports):",
+            "",
+            ncu.T.to_markdown(floatfmt=".4g"),
+            "",
+            "Kernel mix (share of GPU kernel time):",
+            "",
+            mix.fillna(0).to_markdown(floatfmt=".1%"),
+            "",
+        ]
     if results.get("baseline_saved"):
         lines += [results["baseline_saved"], ""]
     return "\n".join(lines)
