@@ -228,7 +228,7 @@ def _run_ncu(command: list[str], log: Path, timeout_s: float, what: str) -> floa
     except subprocess.TimeoutExpired:
         raise UserError(
             f"ncu ran past {timeout_s:.0f} s on {what}; raise --ncu-timeout, or collect fewer metric groups "
-            f"(--ncu-groups=core) or use --ncu-replay=range (log: {log})"
+            f"(--ncu-groups=core); range replay is the quickest for whole iterations (log: {log})"
         ) from None
     text = log.read_text(errors="replace")
     for needle, message in _KNOWN_FAILURES:
@@ -282,15 +282,15 @@ def parse_raw_csv(text: str) -> pd.DataFrame:
 def kernels_table(raw: pd.DataFrame, metrics: Sequence[Metric], family: Family) -> pd.DataFrame:
     """Per-kernel table keyed by the suite's metric keys, with each kernel's category.
 
-    A metric served by several ncu metrics (Hopper's two tensor pipes, say) is their sum.
+    A metric served by several ncu metrics is their sum; one ncu did not collect is left out.
     """
     name_column = next((c for c in ("Kernel Name", "Range Name", "Name") if c in raw.columns), None)
-    names = raw[name_column].astype(str) if name_column else pd.Series([RANGE] * len(raw))
-    table = pd.DataFrame({"kernel": names})
+    kernel_names = raw[name_column].astype(str) if name_column else pd.Series([RANGE] * len(raw))
+    table = pd.DataFrame({"kernel": kernel_names})
     for metric in metrics:
-        names = [n for n in metric.ncu_names(family) if n in raw.columns]
-        if names:
-            table[metric.key] = raw[names].sum(axis=1, min_count=1)
+        collected = [n for n in metric.ncu_names(family) if n in raw.columns]
+        if collected:
+            table[metric.key] = raw[collected].sum(axis=1, min_count=1)
     table["category"] = table["kernel"].map(categorize)
     return table
 
