@@ -36,7 +36,7 @@ from typing import Any, Literal
 import pandas as pd
 
 from meddpm.errors import UserError
-from meddpm.measure.kernel_mix import categorize
+from meddpm.measure.kernel_mix import categorize, category_shares
 from meddpm.measure.ncu_metrics import DEFAULT_GROUPS, METRIC_BY_KEY, Family, Metric, ncu_names, select
 from meddpm.measure.profiled_step import RANGE
 
@@ -318,10 +318,7 @@ def aggregate(kernels: pd.DataFrame, metrics: Sequence[Metric]) -> dict[str, flo
 
 def kernel_mix(kernels: pd.DataFrame) -> pd.DataFrame:
     """GPU time per category: ms, share of the iteration's kernel time and launches, largest first."""
-    by = kernels.groupby("category").agg(ms=("duration_ns", "sum"), launches=("duration_ns", "size"))
-    by["ms"] /= 1e6
-    by["share"] = by["ms"] / by["ms"].sum()
-    return by.sort_values("ms", ascending=False)
+    return category_shares(kernels.assign(us=kernels["duration_ns"] / 1e3, launches=1))
 
 
 # --- one combo ----------------------------------------------------------------------------

@@ -65,24 +65,18 @@ def _marks(arch: str, preset: str, batch_size: int) -> list[pytest.MarkDecorator
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     suite = metafunc.config.stash[SUITE]
-    if "perf_case" in metafunc.fixturenames:
-        params = [pytest.param(c, id=c.id, marks=_marks(c.arch, c.preset, c.batch_size)) for c in suite.cases()]
-        metafunc.parametrize("perf_case", params)
-    if "ratio_case" in metafunc.fixturenames:
-        params = [pytest.param(r, id=r.id, marks=_marks(r.arch, r.preset, r.batch_size)) for r in suite.ratio_cases()]
-        metafunc.parametrize("ratio_case", params)
-    if "ncu_case" in metafunc.fixturenames:
-        params = [
-            pytest.param(c, id=c.id, marks=[*_marks(c.arch, c.preset, c.batch_size), pytest.mark.ncu])
-            for c in suite.ncu_cases()
-        ]
-        metafunc.parametrize("ncu_case", params)
-    if "ncu_ratio_case" in metafunc.fixturenames:
-        params = [
-            pytest.param(r, id=r.id, marks=[*_marks(r.arch, r.preset, r.batch_size), pytest.mark.ncu])
-            for r in suite.ratio_cases()
-        ]
-        metafunc.parametrize("ncu_ratio_case", params)
+    parametrized = {
+        "perf_case": (suite.cases, ()),
+        "ratio_case": (suite.ratio_cases, ()),
+        "ncu_case": (suite.ncu_cases, (pytest.mark.ncu,)),
+        "ncu_ratio_case": (suite.ratio_cases, (pytest.mark.ncu,)),
+    }
+    for name, (cases, extra_marks) in parametrized.items():
+        if name in metafunc.fixturenames:
+            params = [
+                pytest.param(c, id=c.id, marks=[*_marks(c.arch, c.preset, c.batch_size), *extra_marks]) for c in cases()
+            ]
+            metafunc.parametrize(name, params)
 
 
 def _case_of(item: pytest.Item) -> PerfCase | RatioCase | None:

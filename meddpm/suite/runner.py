@@ -422,19 +422,21 @@ class SuiteRun:
             return self.save_message
         cases: dict[str, list[CaseBaseline]] = {}
         environments: dict[bool, dict[str, Any]] = {}
+
+        def env(on_gpu: bool) -> dict[str, Any]:  # read once per device: it asks git, NVML and torch
+            if on_gpu not in environments:
+                environments[on_gpu] = environment(self.device(on_gpu))
+            return environments[on_gpu]
+
         for record in self.records.values():
-            on_gpu = record.case.on_gpu
-            env = environments.setdefault(on_gpu, environment(self.device(on_gpu)))
-            cases.setdefault(record.case.arch, []).append(_case_baseline(record, env))
-        for result in ddp:
-            on_gpu = torch.cuda.is_available()  # gloo runs on CPU machines
-            env = environments.setdefault(on_gpu, environment(self.device(on_gpu)))
-            cases.setdefault(self.running_arch or CPU, []).append(_ddp_case_baseline(result, env))
+            cases.setdefault(record.case.arch, []).append(_case_baseline(record, env(record.case.on_gpu)))
+        for result in ddp:  # gloo runs on CPU machines
+            cases.setdefault(self.running_arch or CPU, []).append(
+                _ddp_case_baseline(result, env(torch.cuda.is_available()))
+            )
         ncu: dict[str, list[NcuBaseline]] = {}
         for profile in self.ncu_profiles.values():
-            on_gpu = torch.cuda.is_available()
-            env = environments.setdefault(on_gpu, environment(self.device(on_gpu)))
-            ncu.setdefault(self.running_arch or CPU, []).append(_ncu_baseline(profile, env))
+            ncu.setdefault(self.running_arch or CPU, []).append(_ncu_baseline(profile, env(torch.cuda.is_available())))
         saved = []
         for arch in sorted(set(cases) | set(ncu)):
             current = self.baseline(arch) or BaselineFile(arch=arch, description=f"Measured on {arch}.")
@@ -467,8 +469,18 @@ def _ncu_baseline(profile: NcuProfile, env: dict[str, Any]) -> NcuBaseline:
     )
 
 
+def _timing_fields(samples_ms: list[float]) -> dict[str, Any]:
+    """The stored timing of a case: its samples and their median, IQR and minimum, in ms."""
+    stats = Stats.from_samples(samples_ms)
+    return {
+        "samples_ms": [round(s, 3) for s in samples_ms],
+        "median_ms": round(stats.median, 3),
+        "iqr_ms": round(stats.iqr, 3),
+        "min_ms": round(stats.min, 3),
+    }
+
+
 def _ddp_case_baseline(result: DdpResult, env: dict[str, Any]) -> CaseBaseline:
-    stats = Stats.from_samples(result.slowest_ms)
     energies = [e for e in result.energy_j_per_iter if e is not None]
     peaks = [p for p in result.peak_allocated_bytes if p is not None]
     return CaseBaseline(
@@ -477,10 +489,7 @@ def _ddp_case_baseline(result: DdpResult, env: dict[str, Any]) -> CaseBaseline:
         batch_size=result.batch_per_rank,
         world_size=result.world_size,
         provenance="measured",
-        samples_ms=[round(x, 3) for x in result.slowest_ms],
-        median_ms=round(stats.median, 3),
-        iqr_ms=round(stats.iqr, 3),
-        min_ms=round(stats.min, 3),
+        **_timing_fields(result.slowest_ms),
         peak_allocated_bytes=max(peaks) if peaks else None,
         peak_reserved_bytes=None,
         energy_j_per_iter=round(sum(energies) / len(energies), 2) if energies else None,
@@ -492,16 +501,12 @@ def _ddp_case_baseline(result: DdpResult, env: dict[str, Any]) -> CaseBaseline:
 
 def _case_baseline(record: CaseRecord, env: dict[str, Any]) -> CaseBaseline:
     r = record.result
-    stats = r.stats
     return CaseBaseline(
         preset=r.preset,
         combo=r.combo,
         batch_size=r.batch_size,
         provenance="measured",
-        samples_ms=[round(s, 3) for s in r.samples_ms],
-        median_ms=round(stats.median, 3),
-        iqr_ms=round(stats.iqr, 3),
-        min_ms=round(stats.min, 3),
+        **_timing_fields(r.samples_ms),
         peak_allocated_bytes=r.peak_allocated_bytes,
         peak_reserved_bytes=r.peak_reserved_bytes,
         energy_j_per_iter=None if r.energy_j_per_iter is None else round(r.energy_j_per_iter, 2),

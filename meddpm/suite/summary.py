@@ -6,6 +6,8 @@ from typing import Any
 
 import pandas as pd
 
+from meddpm.report import kernel_mix_table, ncu_table
+
 GIB = 2**30
 
 
@@ -60,8 +62,10 @@ def markdown_summary(results: dict[str, Any]) -> str:
     if problems:
         lines += ["Changes against the baseline:", ""] + [f"- {p}" for p in problems] + [""]
     if results.get("ncu"):
-        ncu = pd.DataFrame([{"combo": p["combo"], **p["totals"]} for p in results["ncu"]]).set_index("combo")
-        mix = pd.DataFrame({p["combo"]: {m["category"]: m["share"] for m in p["kernel_mix"]} for p in results["ncu"]})
+        ncu = ncu_table({p["combo"]: p["totals"] for p in results["ncu"]})
+        mix = kernel_mix_table(
+            {p["combo"]: pd.DataFrame(p["kernel_mix"]).set_index("category") for p in results["ncu"]}
+        )
         lines += [
             "Nsight Compute, per iteration (see ncu/ for the CSV tables, the kernel-mix chart and the reports):",
             "",
@@ -69,7 +73,7 @@ def markdown_summary(results: dict[str, Any]) -> str:
             "",
             "Kernel mix (share of GPU kernel time):",
             "",
-            mix.fillna(0).to_markdown(floatfmt=".1%"),
+            mix.to_markdown(floatfmt=".1%"),
             "",
         ]
     if results.get("baseline_saved"):
