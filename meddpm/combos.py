@@ -28,8 +28,9 @@ class Combo:
     and, through AOTAutograd, backward) under ``torch.compile``; ``sdpa_attention`` computes the
     attention blocks with ``scaled_dot_product_attention`` (the same softmax(q^T k / sqrt(C)) v);
     ``separable_upsample`` builds the trilinear upsampling from per-axis slices and sums (the
-    same function, see :func:`meddpm.unet.linear_upsample_2x`); ``fused_adam`` uses Adam's
-    fused kernel.
+    same function, see :func:`meddpm.unet.linear_upsample_2x`); ``layout_preserving_norm``
+    computes GroupNorm so that channels-last stays channels-last (the same function, see
+    :func:`meddpm.unet.group_norm_keep_layout`); ``fused_adam`` uses Adam's fused kernel.
     """
 
     name: str
@@ -41,12 +42,14 @@ class Combo:
     compile: bool = False
     sdpa_attention: bool = False
     separable_upsample: bool = False
+    layout_preserving_norm: bool = False
     fused_adam: bool = False
 
     def configure(self, denoiser: UNet3D) -> None:
         """Choose the denoiser's kernels for this combo (attention and upsampling variants)."""
         denoiser.use_sdpa_attention(self.sdpa_attention)
         denoiser.use_separable_upsample(self.separable_upsample)
+        denoiser.use_layout_preserving_norm(self.layout_preserving_norm)
 
     @property
     def math_precision(self) -> str:
@@ -81,14 +84,15 @@ COMBOS: dict[str, Combo] = {
         Combo("amp_bf16", "bf16 autocast", autocast_dtype=torch.bfloat16),
         Combo(
             "fast",
-            "bf16 autocast, channels-last-3d, torch.compile, SDPA attention, separable upsampling, "
-            "cuDNN autotuning, fused Adam",
+            "bf16 autocast, channels-last-3d end to end (layout-preserving GroupNorm), torch.compile, "
+            "SDPA attention, separable upsampling, cuDNN autotuning, fused Adam",
             channels_last=True,
             autocast_dtype=torch.bfloat16,
             cudnn_benchmark=True,
             compile=True,
             sdpa_attention=True,
             separable_upsample=True,
+            layout_preserving_norm=True,
             fused_adam=True,
         ),
     ]

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from meddpm.config import ModelConfig
-from meddpm.unet import UNet3D
+from meddpm.unet import UNet3D, memory_format_of
 
 
 def cosine_beta_schedule(timesteps: int, s: float = 0.008) -> torch.Tensor:
@@ -81,7 +81,7 @@ class GaussianDiffusion(nn.Module):
         """The denoiser's estimate of the noise in ``x_t`` given the one-hot ``mask``."""
         # A one-channel x_t is "contiguous" in both layouts, so cat falls back to NCDHW;
         # keep the mask's layout so channels-last reaches the first convolution too.
-        x = torch.cat([x_t, mask], dim=1).contiguous(memory_format=_memory_format_of(mask))
+        x = torch.cat([x_t, mask], dim=1).contiguous(memory_format=memory_format_of(mask))
         return self.denoiser(x, t)
 
     def loss(
@@ -144,21 +144,14 @@ class GaussianDiffusion(nn.Module):
         steps = self.num_timesteps if steps is None else steps
         b, _, *spatial = mask.shape
         shape = (b, self.config.out_channels, *spatial)
-        x = torch.randn(shape, generator=generator, device=mask.device).to(memory_format=_memory_format_of(mask))
+        x = torch.randn(shape, generator=generator, device=mask.device).to(memory_format=memory_format_of(mask))
         for i in reversed(range(steps)):
             t = torch.full((b,), i, device=mask.device, dtype=torch.long)
             noise = torch.randn(shape, generator=generator, device=mask.device)
-            x = step_fn(x, t, mask, noise=noise.to(memory_format=_memory_format_of(mask)))
+            x = step_fn(x, t, mask, noise=noise.to(memory_format=memory_format_of(mask)))
             if progress is not None:
                 progress(i)
         return x
-
-
-def _memory_format_of(x: torch.Tensor) -> torch.memory_format:
-    """The layout to give tensors that meet ``x`` (channels-last-3d or contiguous)."""
-    if x.ndim == 5 and not x.is_contiguous() and x.is_contiguous(memory_format=torch.channels_last_3d):
-        return torch.channels_last_3d
-    return torch.contiguous_format
 
 
 def build_model(config: ModelConfig) -> GaussianDiffusion:

@@ -2,10 +2,11 @@
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from meddpm import COMBOS, TrainStep, build_model
-from meddpm.unet import linear_upsample_2x
+from meddpm.unet import group_norm_keep_layout, linear_upsample_2x
 
 
 def test_forward_backward_on_tiny(tiny):
@@ -99,6 +100,37 @@ def test_separable_upsample_is_trilinear_interpolation(shape):
     torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize(
+    ("shape", "layout"),
+    [((2, 8, 3, 4, 5), torch.channels_last_3d), ((1, 6, 2, 3, 4), torch.contiguous_format), ((2, 8, 7), None)],
+)
+def test_layout_preserving_group_norm_is_group_norm(shape, layout):
+    x = torch.randn(shape, dtype=torch.float64)
+    if layout is not None:
+        x = x.contiguous(memory_format=layout)
+    weight, bias = torch.randn(shape[1], dtype=torch.float64), torch.randn(shape[1], dtype=torch.float64)
+    got = group_norm_keep_layout(x, 2, weight, bias, 1e-5)
+    torch.testing.assert_close(got, F.group_norm(x, 2, weight, bias, 1e-5), rtol=1e-12, atol=1e-12)
+    assert got.stride() == x.stride()
+
+
+def test_fast_configuration_hands_every_convolution_channels_last(tiny):
+    model = build_model(tiny)
+    COMBOS["fast"].configure(model.denoiser)
+    model = model.to(memory_format=torch.channels_last_3d)
+    seen = []
+    for conv in (m for m in model.modules() if isinstance(m, nn.Conv3d)):
+        conv.register_forward_pre_hook(
+            lambda _, args: seen.append(args[0].is_contiguous(memory_format=torch.channels_last_3d))
+        )
+        # cuDNN returns channels-last for channels-last operands; CPU convolutions may not.
+        conv.register_forward_hook(lambda _, args, out: out.contiguous(memory_format=torch.channels_last_3d))
+    images = torch.randn(1, tiny.out_channels, *tiny.volume).contiguous(memory_format=torch.channels_last_3d)
+    masks = torch.randn(1, tiny.mask_channels, *tiny.volume).contiguous(memory_format=torch.channels_last_3d)
+    model.loss(images, masks)
+    assert seen and all(seen), f"{seen.count(False)} of {len(seen)} convolutions got a contiguous input"
+
+
 def test_kernel_variants_compute_the_same_denoiser(tiny):
     model = build_model(tiny).double()
     with torch.no_grad():
@@ -109,6 +141,8 @@ def test_kernel_variants_compute_the_same_denoiser(tiny):
     t = torch.tensor([0, 249])
     reference = model.denoiser(x, t)
     model.denoiser.use_separable_upsample(True)
+    torch.testing.assert_close(model.denoiser(x, t), reference, rtol=1e-10, atol=1e-10)
+    model.denoiser.use_layout_preserving_norm(True)
     torch.testing.assert_close(model.denoiser(x, t), reference, rtol=1e-10, atol=1e-10)
     # The original takes the softmax in float32 even in a float64 model; SDPA does not.
     model.denoiser.use_sdpa_attention(True)
