@@ -9,6 +9,7 @@ import gzip
 import math
 import os
 import stat
+import subprocess
 import sys
 from pathlib import Path
 
@@ -183,6 +184,24 @@ def test_a_profile_runs_both_passes_and_keeps_everything(fake_ncu, tmp_path):
     assert "tiny-opt1-b1-range.csv" in written and "tiny-opt1-b1-kernels.log" in written
     d = profile.as_dict()
     assert d["clock_control"] == "none" and d["replay"] == "range" and d["top_kernels"][0]["ms"] > 0
+
+
+def test_a_compiled_combo_is_compiled_before_ncu_runs(fake_ncu, tmp_path, monkeypatch):
+    commands = []
+    real_run = subprocess.run
+
+    def run(cmd, *args, **kwargs):
+        commands.append(list(cmd))
+        if cmd[0] == sys.executable:  # the compile run; here only its place in the order matters
+            return subprocess.CompletedProcess(cmd, 0)
+        return real_run(cmd, *args, **kwargs)
+
+    monkeypatch.setattr("meddpm.measure.ncu.subprocess.run", run)
+    profile = profile_combo("tiny", "fast", family="hopper", out_dir=tmp_path, settings=NcuSettings(groups=GROUPS))
+    assert list(profile.wall_s) == ["compile", "range", "kernels"]
+    profiling = [cmd for cmd in commands if "--version" not in cmd and "--list-chips" not in cmd]
+    assert profiling[0][:3] == [sys.executable, "-m", "meddpm.measure.profiled_step"]
+    assert "--combo=fast" in profiling[0] and profiling[1][0] == fake_ncu
 
 
 @pytest.mark.parametrize(
