@@ -1,11 +1,13 @@
 """Measuring helpers: statistics, timing, NVML decoding and atomic result files."""
 
 import json
+import subprocess
 
 import pytest
 import torch
 
 from meddpm.atomic import write_json_atomic
+from meddpm.measure.environment import git_commit
 from meddpm.measure.nvml import decode_clock_event_reasons, open_gpu
 from meddpm.measure.stats import Stats
 from meddpm.measure.timing import time_synchronized
@@ -51,3 +53,17 @@ def test_json_written_whole_or_not_at_all(tmp_path):
         write_json_atomic(path, {"a": 2, "b": Unserialisable()})
     assert json.loads(path.read_text()) == {"a": 1}  # the old file is intact
     assert [p.name for p in path.parent.iterdir()] == ["r.json"]  # no temporary left behind
+
+
+def test_the_recorded_commit_says_when_the_code_differs_from_it(tmp_path, monkeypatch):
+    monkeypatch.delenv("MEDDPM_COMMIT", raising=False)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(tmp_path)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (tmp_path / "f.py").write_text("a = 1\n")
+    subprocess.run([*git, "add", "f.py"], check=True)
+    subprocess.run([*git, "commit", "-qm", "x"], check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    assert git_commit(tmp_path) == head
+    (tmp_path / "f.py").write_text("a = 2\n")
+    assert git_commit(tmp_path) == f"{head}+dirty"
+    assert git_commit(tmp_path / "missing") == "unknown"

@@ -13,20 +13,28 @@ import torch
 
 
 def git_commit(path: Path | None = None) -> str:
-    """The checked-out commit: ``$MEDDPM_COMMIT`` if set (for copies without .git), else git's."""
+    """The checked-out commit, with ``+dirty`` if tracked files differ from it.
+
+    ``$MEDDPM_COMMIT`` wins if set (for copies without .git). A measurement taken on changed
+    code must not pass as one of the commit it started from.
+    """
     if os.environ.get("MEDDPM_COMMIT"):
         return os.environ["MEDDPM_COMMIT"]
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=path or Path(__file__).resolve().parent,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-    except (OSError, subprocess.TimeoutExpired):
+    cwd = path or Path(__file__).resolve().parent
+    head = _git(["rev-parse", "HEAD"], cwd)
+    if head is None:
         return "unknown"
-    return out.stdout.strip() if out.returncode == 0 else "unknown"
+    changed = _git(["status", "--porcelain", "--untracked-files=no"], cwd)
+    return f"{head}+dirty" if changed else head
+
+
+def _git(args: list[str], cwd: Path) -> str | None:
+    """git's output, stripped, or None where git is missing or fails."""
+    try:
+        out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
 
 
 def environment(device: torch.device) -> dict[str, Any]:
