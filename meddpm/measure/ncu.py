@@ -222,28 +222,37 @@ _KNOWN_FAILURES = (
 )
 
 
-def _run_ncu(command: list[str], log: Path, timeout_s: float, what: str) -> float:
-    """Run one ncu command, its output to ``log``; returns its wall time or raises a one-line UserError."""
+def _run_logged(command: list[str], log: Path, timeout_s: float, on_timeout: str) -> tuple[int, float]:
+    """Run ``command``, its output to ``log``: (exit status, wall seconds), or UserError ``on_timeout``."""
     started = time.perf_counter()
     try:
         with log.open("w") as out:
             proc = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, timeout=timeout_s, check=False)
     except subprocess.TimeoutExpired:
-        raise UserError(
-            f"ncu ran past {timeout_s:.0f} s on {what}; raise --ncu-timeout, or collect fewer metric groups "
-            f"(--ncu-groups=core); range replay is the quickest for whole iterations (log: {log})"
-        ) from None
+        raise UserError(f"{on_timeout} (log: {log})") from None
+    return proc.returncode, time.perf_counter() - started
+
+
+def _run_ncu(command: list[str], log: Path, timeout_s: float, what: str) -> float:
+    """Run one ncu command, its output to ``log``; returns its wall time or raises a one-line UserError."""
+    returncode, seconds = _run_logged(
+        command,
+        log,
+        timeout_s,
+        f"ncu ran past {timeout_s:.0f} s on {what}; raise --ncu-timeout, or collect fewer metric groups "
+        f"(--ncu-groups=core); range replay is the quickest for whole iterations",
+    )
     text = log.read_text(errors="replace")
     for needle, message in _KNOWN_FAILURES:
         if needle in text:
             detail = re.search(rf".*{needle}.*", text)
             raise UserError(f"{message} [{what}: {detail.group(0).strip()[:160] if detail else needle}] (log: {log})")
-    if proc.returncode != 0:
+    if returncode != 0:
         last = next((line for line in reversed(text.splitlines()) if line.strip()), "no output")
-        raise UserError(f"ncu failed on {what} with exit status {proc.returncode}: {last[:200]} (log: {log})")
+        raise UserError(f"ncu failed on {what} with exit status {returncode}: {last[:200]} (log: {log})")
     if "No kernels were profiled" in text:
         raise UserError(f"ncu profiled no kernel inside the NVTX range {RANGE!r} on {what} (log: {log})")
-    return time.perf_counter() - started
+    return seconds
 
 
 def export_csv(ncu: str, report: Path) -> str:
@@ -370,17 +379,12 @@ def _compile_outside_ncu(target: list[str], log: Path, timeout_s: float) -> floa
     Compiling under ncu is slow (every autotuning launch is intercepted): the fast combo did
     not reach its NVTX range within 300 s on an H100. Returns the wall time.
     """
-    started = time.perf_counter()
-    try:
-        with log.open("w") as out:
-            proc = subprocess.run(target, stdout=out, stderr=subprocess.STDOUT, timeout=timeout_s, check=False)
-    except subprocess.TimeoutExpired:
-        raise UserError(
-            f"compiling before profiling ran past {timeout_s:.0f} s; raise --ncu-timeout (log: {log})"
-        ) from None
-    if proc.returncode != 0:
-        raise UserError(f"the profiled step failed before profiling, with exit status {proc.returncode} (log: {log})")
-    return time.perf_counter() - started
+    returncode, seconds = _run_logged(
+        target, log, timeout_s, f"compiling before profiling ran past {timeout_s:.0f} s; raise --ncu-timeout"
+    )
+    if returncode != 0:
+        raise UserError(f"the profiled step failed before profiling, with exit status {returncode} (log: {log})")
+    return seconds
 
 
 def _passes(settings: NcuSettings) -> list[tuple[str, Replay, tuple[Metric, ...]]]:
