@@ -1,6 +1,7 @@
 """Baseline files: round trip, reviewable layout, atomic saving, one-line errors for bad files."""
 
 import json
+import math
 import os
 from dataclasses import replace
 from pathlib import Path
@@ -159,8 +160,23 @@ def test_committed_baselines_load_and_say_where_numbers_come_from(arch):
     stored = load_baseline(REPO_BASELINES / f"{arch}.json", arch)
     assert stored is not None and stored.expectations
     assert all(e.source for e in stored.expectations)
-    if arch == "h200":  # measured by this code on an H200
-        assert {c.provenance for c in stored.cases.values()} == {"measured"}
-        assert all(c.environment["gpu_name"] == "NVIDIA H200" for c in stored.cases.values())
-    else:  # no such GPU was available: the paper's claims only, marked as such
-        assert not stored.cases and {e.provenance for e in stored.expectations} == {"paper"}
+    gpu = {"h100": "NVIDIA H100 80GB HBM3", "h200": "NVIDIA H200"}.get(arch)
+    if gpu is None:  # no such GPU was available: the paper's claims only, marked as such
+        assert not stored.cases and not stored.ncu and {e.provenance for e in stored.expectations} == {"paper"}
+        return
+    measured = [*stored.cases.values(), *stored.ncu.values()]
+    assert measured and {m.provenance for m in measured} == {"measured"}
+    assert all(m.environment["gpu_name"] == gpu for m in measured)
+
+
+@pytest.mark.parametrize("arch", ["h100", "h200"])
+def test_measured_ncu_expectations_hold_on_the_stored_totals(arch):
+    # An expectation that "follows the measurement" must at least agree with the measurement stored beside it.
+    stored = load_baseline(REPO_BASELINES / f"{arch}.json", arch)
+    expectations = [e for e in stored.expectations if e.metric.startswith("ncu:") and e.provenance == "measured"]
+    assert expectations
+    for e in expectations:
+        key = e.metric.removeprefix("ncu:")
+        combo, reference = (stored.ncu[f"{e.preset}/{name}/b1"].totals[key] for name in (e.combo, e.reference))
+        ratio = combo / reference if reference else math.inf
+        assert e.holds(ratio), f"{arch}: {e.describe()} but the stored totals give {ratio:.3f}"
