@@ -46,7 +46,7 @@ class Combo:
     fused_adam: bool = False
 
     def configure(self, denoiser: UNet3D) -> None:
-        """Choose the denoiser's kernels for this combo (attention and upsampling variants)."""
+        """Choose the denoiser's kernels for this combo (attention, upsampling and GroupNorm variants)."""
         denoiser.use_sdpa_attention(self.sdpa_attention)
         denoiser.use_separable_upsample(self.separable_upsample)
         denoiser.use_layout_preserving_norm(self.layout_preserving_norm)

@@ -42,6 +42,21 @@ def cases(draw: st.DrawFn) -> Case:
     )
 
 
+@st.composite
+def fast_cases(draw: st.DrawFn) -> Case:
+    # One model shape (the largest, with attention), so that Inductor compiles once and later
+    # examples reuse its cache: with a new shape per example, five did not finish in 405 s on an
+    # H200. The other pairs cover the shapes; here timestep, weights and data vary.
+    return Case(
+        volume=(max(SIDES),) * 3,
+        levels=max(LEVELS),
+        attention_ds=(2,),
+        batch=max(BATCHES),
+        t=draw(st.integers(0, TIMESTEPS - 1)),
+        seed=draw(st.integers(0, 2**16 - 1)),
+    )
+
+
 def _pair_params():
     for device, pairs in PAIRS.items():
         for pair in pairs:
@@ -76,8 +91,8 @@ def test_a_layout_bug_is_caught(case: Case):
 
 
 @pytest.mark.gpu
-@settings(max_examples=5)  # every new shape compiles anew: each case takes tens of seconds
-@given(case=cases())
+@settings(max_examples=5)  # the first example compiles; the profile sets no deadline
+@given(case=fast_cases())
 def test_fast_keeps_the_bf16_bounds(case: Case):
     violations = _violations(FAST_PAIR, FAST_PAIR.errors(case), key=FAST_BOUNDS_FROM)
     assert not violations, f"fast vs strict FP32 on {case}: " + "; ".join(violations)
