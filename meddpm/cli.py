@@ -23,7 +23,7 @@ from meddpm.distributed import run_ddp
 from meddpm.errors import UserError
 from meddpm.measure.environment import environment
 from meddpm.measure.kernel_mix import category_shares, profile_kernels
-from meddpm.report import ddp_table, format_table, results_table
+from meddpm.report import ddp_table, format_table, kernel_mix_table, results_table
 from meddpm.sampling import time_sampling
 
 PROG = "meddpm-bench"
@@ -188,17 +188,17 @@ def _kernel_mix(campaign: Campaign, device: torch.device) -> dict[str, list[dict
     """Profile one more iteration of each combo; print and return GPU time by kernel category."""
     if device.type != "cuda":
         raise UserError("--kernel-mix profiles CUDA kernels; run it on a GPU")
-    mix: dict[str, list[dict[str, object]]] = {}
-    shares = {}
+    kernels_by_combo: dict[str, list[dict[str, object]]] = {}
+    by_category = {}
     for name, step in campaign.steps.items():
         kernels = profile_kernels(step)
-        shares[name] = category_shares(kernels)["share"]
-        mix[name] = kernels.to_dict(orient="records")
+        by_category[name] = category_shares(kernels)
+        kernels_by_combo[name] = kernels.to_dict(orient="records")
         print(f"top kernels of {name}:")
         print(kernels.head(8).to_string(index=False, formatters={"kernel": lambda k: k[:90]}))
     print("GPU time share by kernel category:")
-    print(pd.DataFrame(shares).fillna(0).to_string(float_format=lambda v: f"{v:.1%}"))
-    return mix
+    print(kernel_mix_table(by_category).to_string(float_format=lambda v: f"{v:.1%}"))
+    return kernels_by_combo
 
 
 def _sampling(config: ModelConfig, combos: Sequence[str], device: torch.device) -> list[dict[str, object]]:

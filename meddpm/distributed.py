@@ -77,6 +77,18 @@ class DdpResult:
     def samples_per_s(self) -> float:
         return self.world_size * self.batch_per_rank * 1e3 / self.median_ms
 
+    @property
+    def max_peak_allocated_bytes(self) -> int | None:
+        """The largest rank's peak allocation, or None where no rank could measure it."""
+        peaks = [p for p in self.peak_allocated_bytes if p is not None]
+        return max(peaks) if peaks else None
+
+    @property
+    def mean_energy_j_per_iter(self) -> float | None:
+        """Energy per iteration and GPU, averaged over the ranks whose card reports it."""
+        energies = [e for e in self.energy_j_per_iter if e is not None]
+        return sum(energies) / len(energies) if energies else None
+
     def as_dict(self) -> dict[str, object]:
         d = asdict(self)
         d.update(

@@ -70,8 +70,7 @@ def ddp_table(results: Sequence[DdpResult]) -> pd.DataFrame:
     single = {r.combo: r for r in results if r.world_size == 1}
     rows = []
     for r in results:
-        energies = [e for e in r.energy_j_per_iter if e is not None]
-        peaks = [p for p in r.peak_allocated_bytes if p is not None]
+        peak, energy = r.max_peak_allocated_bytes, r.mean_energy_j_per_iter
         rows.append(
             {
                 "combo": r.combo,
@@ -80,8 +79,8 @@ def ddp_table(results: Sequence[DdpResult]) -> pd.DataFrame:
                 "samples/s": r.samples_per_s,
                 "efficiency": scaling_efficiency(r, single[r.combo]) if r.combo in single else float("nan"),
                 "exposed comm ms": r.exposed_comm_ms,
-                "peak GiB/rank": max(peaks) / GIB if peaks else float("nan"),
-                "J/iter/GPU": sum(energies) / len(energies) if energies else float("nan"),
+                "peak GiB/rank": peak / GIB if peak is not None else float("nan"),
+                "J/iter/GPU": energy if energy is not None else float("nan"),
             }
         )
     return pd.DataFrame(rows)

@@ -136,7 +136,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     suite = session.config.stash.get(SUITE, None)
     if suite is None:
         return
-    if suite.options.save_baseline and (suite.records or suite.ddp_results or suite.ncu_profiles):
+    if suite.options.save_baseline and suite.measured_anything:
         message = suite.save(session.testsfailed)
         if message.startswith("baseline not saved"):
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -146,7 +146,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     suite = config.stash.get(SUITE, None)
-    if suite is None or not (suite.records or suite.ddp_results or suite.ncu_profiles):
+    if suite is None or not suite.measured_anything:
         return
     tr = terminalreporter
     tr.section("meddpm performance")

@@ -125,6 +125,11 @@ class SuiteRun:
         cpu = [PerfCase(CPU, o.preset_for(False), c, o.batch_size) for c in o.combos_for(False)]
         return gpu + cpu
 
+    @property
+    def measured_anything(self) -> bool:
+        """Whether this session measured a case, a DDP run or an ncu profile: something to report or save."""
+        return bool(self.records or self.ddp_results or self.ncu_profiles)
+
     def ncu_cases(self) -> list[PerfCase]:
         """The GPU cases; each gets an Nsight Compute profile when ``--ncu`` is on."""
         return [c for c in self.cases() if c.on_gpu]
@@ -345,7 +350,7 @@ class SuiteRun:
 
     def write_results(self) -> Path | None:
         """Write the run's results JSON and Markdown summary; returns the summary's path."""
-        if not self.records and not self.ddp_results and not self.ncu_profiles:
+        if not self.measured_anything:
             return None
         out = self.options.results_dir
         on_gpu = torch.cuda.is_available() and (
@@ -413,7 +418,7 @@ class SuiteRun:
         more; one process under DDP is only the reference for the efficiency).
         """
         ddp = [r for r in self.ddp_results if r.world_size > 1]
-        if not self.records and not ddp and not self.ncu_profiles:
+        if not self.records and not ddp and not self.ncu_profiles:  # one-process DDP runs are no case
             self.save_message = "baseline not saved: no case was measured"
             return self.save_message
         refusals = self.save_refusals(failed_tests)
@@ -445,9 +450,9 @@ class SuiteRun:
             updated = current.with_measurements(arch_cases, self.ratio_table(on_gpu=arch != CPU) if arch_cases else {})
             save_baseline(path, updated.with_ncu(arch_ncu))
             self._baselines.pop(arch, None)
-            counts = [f"{len(arch_cases)} case(s)"] * bool(arch_cases) + [f"{len(arch_ncu)} ncu profile(s)"] * bool(
-                arch_ncu
-            )
+            counts = [
+                f"{n} {what}" for n, what in ((len(arch_cases), "case(s)"), (len(arch_ncu), "ncu profile(s)")) if n
+            ]
             saved.append(f"{' and '.join(counts)} to {path}")
         forced = " (forced past: " + "; ".join(refusals) + ")" if refusals else ""
         self.save_message = f"baseline saved: {', '.join(saved)}{forced}"
@@ -481,8 +486,7 @@ def _timing_fields(samples_ms: list[float]) -> dict[str, Any]:
 
 
 def _ddp_case_baseline(result: DdpResult, env: dict[str, Any]) -> CaseBaseline:
-    energies = [e for e in result.energy_j_per_iter if e is not None]
-    peaks = [p for p in result.peak_allocated_bytes if p is not None]
+    energy = result.mean_energy_j_per_iter
     return CaseBaseline(
         preset=result.preset,
         combo=result.combo,
@@ -490,9 +494,9 @@ def _ddp_case_baseline(result: DdpResult, env: dict[str, Any]) -> CaseBaseline:
         world_size=result.world_size,
         provenance="measured",
         **_timing_fields(result.slowest_ms),
-        peak_allocated_bytes=max(peaks) if peaks else None,
+        peak_allocated_bytes=result.max_peak_allocated_bytes,
         peak_reserved_bytes=None,
-        energy_j_per_iter=round(sum(energies) / len(energies), 2) if energies else None,
+        energy_j_per_iter=None if energy is None else round(energy, 2),
         energy_samples_j=[],
         tflops=0.0,
         environment={**env, "backend": result.backend, "exposed_comm_ms": round(result.exposed_comm_ms, 3)},
