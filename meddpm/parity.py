@@ -129,7 +129,7 @@ def run_case(case: Case, side: Side, input_transform: Transform | None = None) -
         inputs = [input_transform(x) for x in inputs]
     model = model.to(device=device, dtype=dtype, memory_format=combo.memory_format)
     combo.configure(model.denoiser)
-    predict_noise = torch.compile(model.predict_noise) if combo.compile else model.predict_noise
+    predict_noise = combo.compiled(model.predict_noise)
     images, masks, noise, step_noise = [
         x.to(device=device, dtype=dtype).contiguous(memory_format=combo.memory_format) for x in inputs
     ]

@@ -32,7 +32,7 @@ class Sampler:
         self.model: GaussianDiffusion = model.to(self.device, memory_format=combo.memory_format).eval()
         _, masks = phantom_batch(config.volume, batch_size, config.out_channels, config.mask_channels, seed=seed)
         self.masks = masks.to(self.device, memory_format=combo.memory_format)
-        self.step_fn = torch.compile(self.model.p_sample) if combo.compile else self.model.p_sample
+        self.step_fn = combo.compiled(self.model.p_sample)
         self.generator = torch.Generator(self.device).manual_seed(seed)
 
     def __call__(self, steps: int | None = None) -> torch.Tensor:

@@ -91,7 +91,7 @@ class TrainStep:
             self.model.denoiser = wrap_denoiser(self.model.denoiser)
         # Compiling the whole loss (noising, concatenation, U-Net, L1) lets Inductor fuse the
         # elementwise and normalisation work around the convolutions; backward comes with it.
-        self.loss_fn = torch.compile(self.model.loss) if combo.compile else self.model.loss
+        self.loss_fn = combo.compiled(self.model.loss)
         if images is None or masks is None:
             images, masks = phantom_batch(
                 config.volume, batch_size, config.out_channels, config.mask_channels, seed=seed

@@ -114,6 +114,31 @@ def test_layout_preserving_group_norm_is_group_norm(shape, layout):
     assert got.stride() == x.stride()
 
 
+@pytest.mark.parametrize("layout", [torch.channels_last_3d, torch.contiguous_format])
+def test_layout_preserving_group_norm_has_group_norms_gradients(layout):
+    x = torch.randn(2, 8, 3, 4, 5, dtype=torch.float64).contiguous(memory_format=layout) * 3 + 1
+    weight, bias = torch.randn(8, dtype=torch.float64), torch.randn(8, dtype=torch.float64)
+    grad_out = torch.randn_like(x)
+    inputs = [t.clone().requires_grad_() for t in (x, weight, bias)]
+    reference = [t.clone().requires_grad_() for t in (x, weight, bias)]
+    group_norm_keep_layout(inputs[0], 2, inputs[1], inputs[2], 1e-5).backward(grad_out)
+    F.group_norm(reference[0], 2, reference[1], reference[2], 1e-5).backward(grad_out)
+    for got, expected in zip(inputs, reference):
+        torch.testing.assert_close(got.grad, expected.grad, rtol=1e-10, atol=1e-10)
+    assert inputs[0].grad.stride() == x.stride()
+
+
+def test_layout_preserving_group_norm_computes_in_float32_and_casts_back():
+    x = torch.randn(1, 4, 2, 3, 4).to(torch.bfloat16).requires_grad_()
+    weight, bias = torch.ones(4, requires_grad=True), torch.zeros(4, requires_grad=True)
+    out = group_norm_keep_layout(x, 2, weight, bias, 1e-5)
+    expected = F.group_norm(x.detach().float(), 2, weight.detach(), bias.detach(), 1e-5).to(torch.bfloat16)
+    assert out.dtype == torch.bfloat16
+    torch.testing.assert_close(out, expected)
+    out.float().sum().backward()
+    assert (x.grad.dtype, weight.grad.dtype) == (torch.bfloat16, torch.float32)
+
+
 def test_fast_configuration_hands_every_convolution_channels_last(tiny):
     model = build_model(tiny)
     COMBOS["fast"].configure(model.denoiser)
