@@ -87,12 +87,8 @@ class _ChannelStatsGroupNorm(torch.autograd.Function):
     def forward(ctx, x: torch.Tensor, groups: int, weight: torch.Tensor, bias: torch.Tensor, eps: float):  # type: ignore[override]
         xf = x.to(_norm_dtype(x))
         var_c, mean_c = torch.var_mean(xf, dim=_voxel_dims(x), correction=0)
-        n, c = mean_c.shape
-        by_group = (n, groups, c // groups)
-        mean_g = mean_c.view(by_group).mean(-1, keepdim=True)
-        var_g = (var_c.view(by_group) + (mean_c.view(by_group) - mean_g).square()).mean(-1, keepdim=True)
-        mean = mean_g.expand(by_group).reshape(n, c)
-        rstd = torch.rsqrt(var_g + eps).expand(by_group).reshape(n, c)
+        mean = _group_mean(mean_c, groups)
+        rstd = torch.rsqrt(_group_mean(var_c + (mean_c - mean).square(), groups) + eps)
         scale = rstd * weight
         shift = bias - mean * scale
         ctx.save_for_backward(x, weight, mean, rstd)
@@ -112,18 +108,21 @@ class _ChannelStatsGroupNorm(torch.autograd.Function):
         grad_bias = sum_g.sum(0).to(weight.dtype)
         # dx = rstd * (w g - mean_group(w g) - x_hat * mean_group(w g x_hat)), each group mean
         # taken over its channels and voxels, regrouped as coef_g * g + coef_x * x + const.
-        n, c = sum_g.shape
-        by_group = (n, ctx.groups, c // ctx.groups)
-        count = (c // ctx.groups) * math.prod(x.shape[2:])
-        mean_wg = (weight * sum_g).view(by_group).sum(-1, keepdim=True) / count
-        mean_wg_xhat = (weight * sum_g_xhat).view(by_group).sum(-1, keepdim=True) / count
-        mean_wg = mean_wg.expand(by_group).reshape(n, c)
-        mean_wg_xhat = mean_wg_xhat.expand(by_group).reshape(n, c)
+        voxels = math.prod(x.shape[2:])
+        mean_wg = _group_mean(weight * sum_g, ctx.groups) / voxels
+        mean_wg_xhat = _group_mean(weight * sum_g_xhat, ctx.groups) / voxels
         coef_g = rstd * weight
         coef_x = -rstd.square() * mean_wg_xhat
         const = rstd * (rstd * mean * mean_wg_xhat - mean_wg)
         grad_x = g * _per_channel(coef_g, x) + xf * _per_channel(coef_x, x) + _per_channel(const, x)
         return grad_x.to(x.dtype), None, grad_weight, grad_bias, None
+
+
+def _group_mean(per_channel: torch.Tensor, groups: int) -> torch.Tensor:
+    """The mean of (n, c) values over each group's channels, given back to every channel of the group."""
+    n, c = per_channel.shape
+    by_group = per_channel.view(n, groups, c // groups)
+    return by_group.mean(-1, keepdim=True).expand_as(by_group).reshape(n, c)
 
 
 def _voxel_dims(x: torch.Tensor) -> tuple[int, ...]:
