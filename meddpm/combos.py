@@ -41,7 +41,9 @@ class Combo:
     ``separable_upsample`` builds the trilinear upsampling from per-axis slices and sums (the
     same function, see :func:`meddpm.unet.linear_upsample_2x`); ``layout_preserving_norm``
     computes GroupNorm so that channels-last stays channels-last (the same function, see
-    :func:`meddpm.unet.group_norm_keep_layout`); ``fused_adam`` uses Adam's fused kernel.
+    :func:`meddpm.unet.group_norm_keep_layout`); ``output_conv_by_taps`` computes the last
+    convolution as a matrix product and a sum of shifted slices (the same function, see
+    :func:`meddpm.unet.conv3d_by_taps`); ``fused_adam`` uses Adam's fused kernel.
     """
 
     name: str
@@ -54,6 +56,7 @@ class Combo:
     sdpa_attention: bool = False
     separable_upsample: bool = False
     layout_preserving_norm: bool = False
+    output_conv_by_taps: bool = False
     fused_adam: bool = False
 
     def configure(self, denoiser: UNet3D) -> None:
@@ -61,6 +64,7 @@ class Combo:
         denoiser.use_sdpa_attention(self.sdpa_attention)
         denoiser.use_separable_upsample(self.separable_upsample)
         denoiser.use_layout_preserving_norm(self.layout_preserving_norm)
+        denoiser.use_output_conv_by_taps(self.output_conv_by_taps)
 
     def compiled(self, fn: Fn) -> Fn:
         """``fn`` under ``torch.compile`` when this combo compiles, else ``fn`` itself."""
@@ -100,7 +104,7 @@ COMBOS: dict[str, Combo] = {
         Combo(
             "fast",
             "bf16 autocast, channels-last-3d end to end (layout-preserving GroupNorm), torch.compile, "
-            "SDPA attention, separable upsampling, cuDNN autotuning, fused Adam",
+            "SDPA attention, separable upsampling, output convolution by taps, cuDNN autotuning, fused Adam",
             channels_last=True,
             autocast_dtype=torch.bfloat16,
             cudnn_benchmark=True,
@@ -108,6 +112,7 @@ COMBOS: dict[str, Combo] = {
             sdpa_attention=True,
             separable_upsample=True,
             layout_preserving_norm=True,
+            output_conv_by_taps=True,
             fused_adam=True,
         ),
     ]

@@ -6,7 +6,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from meddpm import COMBOS, TrainStep, build_model
-from meddpm.unet import group_norm_keep_layout, linear_upsample_2x
+from meddpm.unet import ThinConv3d, conv3d_by_taps, group_norm_keep_layout, linear_upsample_2x
 
 
 def test_forward_backward_on_tiny(tiny):
@@ -139,6 +139,38 @@ def test_layout_preserving_group_norm_computes_in_float32_and_casts_back():
     assert (x.grad.dtype, weight.grad.dtype) == (torch.bfloat16, torch.float32)
 
 
+@pytest.mark.parametrize(
+    ("shape", "out_channels", "layout"),
+    [((2, 5, 4, 3, 6), 1, torch.channels_last_3d), ((1, 8, 3, 5, 2), 4, torch.contiguous_format)],
+)
+def test_convolution_by_taps_is_the_convolution(shape, out_channels, layout):
+    x = torch.randn(shape, dtype=torch.float64).contiguous(memory_format=layout)
+    weight = torch.randn(out_channels, shape[1], 3, 3, 3, dtype=torch.float64)
+    bias = torch.randn(out_channels, dtype=torch.float64)
+    grad_out = torch.randn(shape[0], out_channels, *shape[2:], dtype=torch.float64)
+    inputs = [t.clone().requires_grad_() for t in (x, weight, bias)]
+    reference = [t.clone().requires_grad_() for t in (x, weight, bias)]
+    got = conv3d_by_taps(*inputs)
+    expected = F.conv3d(*reference, padding=1)
+    torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-12)
+    assert got.is_contiguous(memory_format=layout)
+    got.backward(grad_out)
+    expected.backward(grad_out)
+    for mine, theirs in zip(inputs, reference):
+        torch.testing.assert_close(mine.grad, theirs.grad, rtol=1e-10, atol=1e-10)
+
+
+def test_convolution_by_taps_under_autocast_gives_the_products_dtype():
+    conv = ThinConv3d(4, 1)
+    conv.by_taps = True
+    x = torch.randn(1, 4, 3, 4, 5).contiguous(memory_format=torch.channels_last_3d)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = conv(x)
+        expected = F.conv3d(x, conv.weight, conv.bias, padding=1)
+    assert got.dtype == expected.dtype == torch.bfloat16
+    torch.testing.assert_close(got.float(), expected.float(), rtol=0.05, atol=0.05)
+
+
 def test_fast_configuration_hands_every_convolution_channels_last(tiny):
     model = build_model(tiny)
     COMBOS["fast"].configure(model.denoiser)
@@ -168,6 +200,8 @@ def test_kernel_variants_compute_the_same_denoiser(tiny):
     model.denoiser.use_separable_upsample(True)
     torch.testing.assert_close(model.denoiser(x, t), reference, rtol=1e-10, atol=1e-10)
     model.denoiser.use_layout_preserving_norm(True)
+    torch.testing.assert_close(model.denoiser(x, t), reference, rtol=1e-10, atol=1e-10)
+    model.denoiser.use_output_conv_by_taps(True)
     torch.testing.assert_close(model.denoiser(x, t), reference, rtol=1e-10, atol=1e-10)
     # The original takes the softmax in float32 even in a float64 model; SDPA does not.
     model.denoiser.use_sdpa_attention(True)
