@@ -1,0 +1,55 @@
+"""Behind ``tried-inductor-combo-kernels-and-cudagraphs.log``: fast's training step under one Inductor setting.
+
+Run as ``PYTHONPATH=. python3 inductor_options.py MODE`` on a GPU, MODE one of ``default``,
+``combo_kernels`` (Inductor's horizontal fusion of independent kernels) and ``cudagraphs``
+(Inductor's CUDA graph trees, a new graph step marked before every iteration); one process each.
+"""
+
+import sys
+import time
+
+import pandas as pd
+import torch
+import torch._inductor.config as inductor_config
+
+from meddpm.combos import get_combo
+from meddpm.config import ModelConfig
+from meddpm.measure.kernel_mix import category_shares, profile_kernels
+from meddpm.train import TrainStep
+
+mode = sys.argv[1]
+if mode == "combo_kernels":
+    inductor_config.combo_kernels = True
+elif mode == "cudagraphs":
+    inductor_config.triton.cudagraphs = True
+step = TrainStep(ModelConfig.preset("paper"), get_combo("fast"), 1, torch.device("cuda"))
+if mode == "cudagraphs":
+    loss_fn = step.loss_fn
+
+    def marked(*args, **kwargs):
+        torch.compiler.cudagraph_mark_step_begin()
+        return loss_fn(*args, **kwargs)
+
+    step.loss_fn = marked
+t = time.perf_counter()
+step()
+torch.cuda.synchronize()
+print(f"{mode} first iteration {time.perf_counter() - t:.1f} s", flush=True)
+for _ in range(3):
+    step()
+torch.cuda.reset_peak_memory_stats()
+times = []
+for _ in range(40):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    step()
+    end.record()
+    torch.cuda.synchronize()
+    times.append(start.elapsed_time(end))
+s = pd.Series(times)
+iqr = s.quantile(0.75) - s.quantile(0.25)
+peak = torch.cuda.max_memory_allocated() / 2**30
+print(f"{mode} train median {s.median():.2f} ms IQR {iqr:.2f} min {s.min():.2f} peak {peak:.2f} GiB", flush=True)
+kernels = profile_kernels(step, iterations=2)
+print(f"{mode} kernel ms {kernels.us.sum() / 1000:.2f} launches {kernels.launches.sum():.0f}", flush=True)
+print(category_shares(kernels).round(3).head(4).to_string(), flush=True)
