@@ -154,32 +154,37 @@ def run(argv: Sequence[str] | None = None) -> int:
                 progress.update(rounds_task, completed=p.done, description=f"rounds {p.detail}")
 
         results = list(campaign.run(show).values())
-    extras: dict[str, object] = {}
-    if args.kernel_mix:
-        extras["kernel_mix"] = _kernel_mix(campaign, device)
-    campaign.close()
-    if args.sample:
-        extras["sampling"] = _sampling(config, combos, device)
-    if args.gpus:
-        extras["ddp"] = _ddp(config, combos, args.gpus, device, batch, settings)
-
-    table = results_table(results)
+    # The training table first, and the JSON rewritten after every extra: the kernel mix, sampling
+    # and DDP take minutes, and an interrupted or timed-out run keeps what it had measured.
+    print(format_table(results_table(results)))
+    print(f"stopped: {results[0].stop_reason}")
+    _print_gpu_state(results)
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     json_path = args.json or Path("bench-results") / f"{stamp}-{config.name}.json"
-    write_json_atomic(
-        json_path,
-        {
+    extras: dict[str, object] = {}
+
+    def save() -> None:
+        document = {
             "schema": JSON_SCHEMA,
             "environment": env,
             "preset": config.name,
             "settings": asdict(settings),
             "results": [r.as_dict() for r in results],
             **extras,
-        },
-    )
-    print(format_table(table))
-    print(f"stopped: {results[0].stop_reason}")
-    _print_gpu_state(results)
+        }
+        write_json_atomic(json_path, document)
+
+    save()
+    if args.kernel_mix:
+        extras["kernel_mix"] = _kernel_mix(campaign, device)
+        save()
+    campaign.close()
+    if args.sample:
+        extras["sampling"] = _sampling(config, combos, device)
+        save()
+    if args.gpus:
+        extras["ddp"] = _ddp(config, combos, args.gpus, device, batch, settings)
+        save()
     print(f"results written to {json_path}")
     return 0
 

@@ -27,6 +27,17 @@ def test_bench_on_cpu_writes_valid_json(tmp_path, capsys):
     assert f"results written to {out}" in table
 
 
+def test_an_interrupted_extra_keeps_the_training_results(tmp_path, capsys, monkeypatch):
+    def interrupted(*_):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("meddpm.cli._sampling", interrupted)
+    out = tmp_path / "bench.json"
+    assert main(["--combos", "baseline", "--iters", "2", "--warmup", "0", "--sample", "--json", str(out)]) == 130
+    assert [r["combo"] for r in json.loads(out.read_text())["results"]] == ["baseline"]
+    assert "ms/iter" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
