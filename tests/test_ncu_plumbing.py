@@ -210,6 +210,11 @@ def test_a_compiled_combo_is_compiled_before_ncu_runs(fake_ncu, tmp_path, monkey
         ("ERR_NVGPUCTRPERM - The user does not have permission", "may not read the GPU's performance counters"),
         ("Failed to initialize the profiler: LibraryNotLoaded", "cannot reach the GPU's counters"),
         ("Something else broke", "ncu failed on opt1 with exit status 1: ==ERROR== Something else broke"),
+        (
+            "Something else broke\n==WARNING== See the replay documentation",
+            "ncu failed on opt1 with exit status 1: ==ERROR== Something else broke",
+        ),
+        ("Unsupported API during capture (cuKernelSetAttribute)", "use --ncu-replay=app-range"),
     ],
 )
 def test_ncu_failures_are_one_line_errors(fake_ncu, tmp_path, monkeypatch, error, message):

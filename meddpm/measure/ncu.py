@@ -219,6 +219,11 @@ _KNOWN_FAILURES = (
         "driver, e.g. gVisor, do this); run on a machine that gives ncu the GPU",
     ),
     ("Failed to find metric", "this ncu does not know a metric it was asked for"),
+    (
+        "Unsupported API during capture",
+        "ncu's range replay cannot capture this iteration: it makes a driver call that range replay does not "
+        "support (the compiled fast combo does on an H100, ncu 2025.3); use --ncu-replay=app-range, minutes per combo",
+    ),
 )
 
 
@@ -248,8 +253,10 @@ def _run_ncu(command: list[str], log: Path, timeout_s: float, what: str) -> floa
             detail = re.search(rf".*{needle}.*", text)
             raise UserError(f"{message} [{what}: {detail.group(0).strip()[:160] if detail else needle}] (log: {log})")
     if returncode != 0:
-        last = next((line for line in reversed(text.splitlines()) if line.strip()), "no output")
-        raise UserError(f"ncu failed on {what} with exit status {returncode}: {last[:200]} (log: {log})")
+        # ncu ends with generic advice; its first error line names the cause.
+        lines = [line for line in text.splitlines() if line.strip()]
+        cause = next((line for line in lines if line.startswith("==ERROR==")), lines[-1] if lines else "no output")
+        raise UserError(f"ncu failed on {what} with exit status {returncode}: {cause[:200]} (log: {log})")
     if "No kernels were profiled" in text:
         raise UserError(f"ncu profiled no kernel inside the NVTX range {RANGE!r} on {what} (log: {log})")
     return seconds
