@@ -1,8 +1,9 @@
-"""Behind ``tried-inductor-combo-kernels-and-cudagraphs.log``: fast's training step under one Inductor setting.
+"""The script behind this folder's ``tried-*.log``: fast's training step under one setting tried in v5.
 
-Run as ``PYTHONPATH=. python3 inductor_options.py MODE`` on a GPU, MODE one of ``default``,
-``combo_kernels`` (Inductor's horizontal fusion of independent kernels) and ``cudagraphs``
-(Inductor's CUDA graph trees, a new graph step marked before every iteration); one process each.
+Run as ``PYTHONPATH=. python3 trials.py MODE`` on a GPU, one process per mode: ``default``;
+``benchmark_limit_0`` (cuDNN tries every algorithm, not the first 10; the log calls the two
+"limit 0" and "limit 10"); ``combo_kernels`` (Inductor's horizontal fusion of independent kernels);
+``cudagraphs`` (Inductor's CUDA graph trees, a new graph step marked before every iteration).
 """
 
 import sys
@@ -18,7 +19,9 @@ from meddpm.measure.kernel_mix import category_shares, profile_kernels
 from meddpm.train import TrainStep
 
 mode = sys.argv[1]
-if mode == "combo_kernels":
+if mode == "benchmark_limit_0":
+    torch.backends.cudnn.benchmark_limit = 0
+elif mode == "combo_kernels":
     inductor_config.combo_kernels = True
 elif mode == "cudagraphs":
     inductor_config.triton.cudagraphs = True
