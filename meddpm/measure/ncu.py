@@ -222,7 +222,8 @@ _KNOWN_FAILURES = (
     (
         "Unsupported API during capture",
         "ncu's range replay cannot capture this iteration: it makes a driver call that range replay does not "
-        "support (the compiled fast combo does on an H100, ncu 2025.3); use --ncu-replay=app-range, minutes per combo",
+        "support (the compiled fast combo does on an H100, ncu 2025.3); use --ncu-replay=app-range, which re-runs "
+        "the program per pass (about 1.5 min each for fast), with a --ncu-timeout to match",
     ),
 )
 
