@@ -389,27 +389,25 @@ class UNet3D(nn.Module):
 
     def use_sdpa_attention(self, enabled: bool = True) -> None:
         """Compute every attention block with ``scaled_dot_product_attention`` (or not)."""
-        for module in self.modules():
-            if isinstance(module, AttentionBlock):
-                module.use_sdpa = enabled
+        self._switch(AttentionBlock, "use_sdpa", enabled)
 
     def use_layout_preserving_norm(self, enabled: bool = True) -> None:
         """Compute every GroupNorm with :func:`group_norm_keep_layout` (or not)."""
-        for module in self.modules():
-            if isinstance(module, GroupNorm32):
-                module.keep_layout = enabled
+        self._switch(GroupNorm32, "keep_layout", enabled)
 
     def use_separable_upsample(self, enabled: bool = True) -> None:
         """Upsample with :func:`linear_upsample_2x` per axis instead of ``interpolate`` (or not)."""
-        for module in self.modules():
-            if isinstance(module, Upsample):
-                module.separable = enabled
+        self._switch(Upsample, "separable", enabled)
 
     def use_output_conv_by_taps(self, enabled: bool = True) -> None:
         """Compute the last convolution with :func:`conv3d_by_taps` (or not)."""
+        self._switch(ThinConv3d, "by_taps", enabled)
+
+    def _switch(self, kind: type[nn.Module], attribute: str, enabled: bool) -> None:
+        """Set a kernel-variant switch on every block of one kind."""
         for module in self.modules():
-            if isinstance(module, ThinConv3d):
-                module.by_taps = enabled
+            if isinstance(module, kind):
+                setattr(module, attribute, enabled)
 
     def forward(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         t_emb = timestep_embedding(t, self.config.model_channels).to(self.time_embed[0].weight.dtype)
