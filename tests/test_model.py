@@ -6,7 +6,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from meddpm import COMBOS, TrainStep, build_model
-from meddpm.unet import ThinConv3d, conv3d_by_taps, group_norm_keep_layout, linear_upsample_2x
+from meddpm.unet import (
+    ThinConv3d,
+    conv3d_by_taps,
+    group_norm_keep_layout,
+    group_norm_silu_keep_layout,
+    linear_upsample_2x,
+)
 
 
 def test_forward_backward_on_tiny(tiny):
@@ -128,6 +134,23 @@ def test_layout_preserving_group_norm_has_group_norms_gradients(layout):
     assert inputs[0].grad.stride() == x.stride()
 
 
+@pytest.mark.parametrize("layout", [torch.channels_last_3d, torch.contiguous_format])
+def test_fused_group_norm_silu_is_silu_of_group_norm(layout):
+    x = torch.randn(2, 8, 3, 4, 5, dtype=torch.float64).contiguous(memory_format=layout) * 3 + 1
+    weight, bias = torch.randn(8, dtype=torch.float64), torch.randn(8, dtype=torch.float64)
+    grad_out = torch.randn_like(x)
+    inputs = [t.clone().requires_grad_() for t in (x, weight, bias)]
+    reference = [t.clone().requires_grad_() for t in (x, weight, bias)]
+    got = group_norm_silu_keep_layout(inputs[0], 2, inputs[1], inputs[2], 1e-5)
+    expected = F.silu(F.group_norm(reference[0], 2, reference[1], reference[2], 1e-5))
+    torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-12)
+    assert got.stride() == x.stride()
+    got.backward(grad_out)
+    expected.backward(grad_out)
+    for mine, theirs in zip(inputs, reference):
+        torch.testing.assert_close(mine.grad, theirs.grad, rtol=1e-10, atol=1e-10)
+
+
 def test_layout_preserving_group_norm_computes_in_float32_and_casts_back():
     x = torch.randn(1, 4, 2, 3, 4).to(torch.bfloat16).requires_grad_()
     weight, bias = torch.ones(4, requires_grad=True), torch.zeros(4, requires_grad=True)
@@ -200,6 +223,8 @@ def test_kernel_variants_compute_the_same_denoiser(tiny):
     model.denoiser.use_separable_upsample(True)
     torch.testing.assert_close(model.denoiser(x, t), reference, rtol=1e-10, atol=1e-10)
     model.denoiser.use_layout_preserving_norm(True)
+    torch.testing.assert_close(model.denoiser(x, t), reference, rtol=1e-10, atol=1e-10)
+    model.denoiser.use_fused_norm_silu(True)
     torch.testing.assert_close(model.denoiser(x, t), reference, rtol=1e-10, atol=1e-10)
     model.denoiser.use_output_conv_by_taps(True)
     torch.testing.assert_close(model.denoiser(x, t), reference, rtol=1e-10, atol=1e-10)
