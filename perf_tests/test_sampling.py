@@ -2,7 +2,7 @@
 
 Budgets are per preset, combo and architecture, and are targets, not measurements: ``fast``
 on the H200 must sample a 128^3 volume in 5 s (the target the fast path was built for; it
-measured 4.62-4.73 s there, 2026-11-22). Cases without a budget skip with the reason.
+measured 4.79-4.81 s there with fast v6, 2026-11-22). Cases without a budget skip with the reason.
 """
 
 import math
