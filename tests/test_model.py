@@ -120,35 +120,31 @@ def test_layout_preserving_group_norm_is_group_norm(shape, layout):
     assert got.stride() == x.stride()
 
 
-@pytest.mark.parametrize("layout", [torch.channels_last_3d, torch.contiguous_format])
-def test_layout_preserving_group_norm_has_group_norms_gradients(layout):
-    x = torch.randn(2, 8, 3, 4, 5, dtype=torch.float64).contiguous(memory_format=layout) * 3 + 1
-    weight, bias = torch.randn(8, dtype=torch.float64), torch.randn(8, dtype=torch.float64)
-    grad_out = torch.randn_like(x)
-    inputs = [t.clone().requires_grad_() for t in (x, weight, bias)]
-    reference = [t.clone().requires_grad_() for t in (x, weight, bias)]
-    group_norm_keep_layout(inputs[0], 2, inputs[1], inputs[2], 1e-5).backward(grad_out)
-    F.group_norm(reference[0], 2, reference[1], reference[2], 1e-5).backward(grad_out)
-    for got, expected in zip(inputs, reference):
-        torch.testing.assert_close(got.grad, expected.grad, rtol=1e-10, atol=1e-10)
-    assert inputs[0].grad.stride() == x.stride()
+def _silu_of_group_norm(x, groups, weight, bias, eps):
+    return F.silu(F.group_norm(x, groups, weight, bias, eps))
 
 
 @pytest.mark.parametrize("layout", [torch.channels_last_3d, torch.contiguous_format])
-def test_fused_group_norm_silu_is_silu_of_group_norm(layout):
+@pytest.mark.parametrize(
+    ("ours", "reference"),
+    [(group_norm_keep_layout, F.group_norm), (group_norm_silu_keep_layout, _silu_of_group_norm)],
+    ids=["group_norm", "group_norm_silu"],
+)
+def test_layout_preserving_norms_have_the_references_values_and_gradients(ours, reference, layout):
     x = torch.randn(2, 8, 3, 4, 5, dtype=torch.float64).contiguous(memory_format=layout) * 3 + 1
     weight, bias = torch.randn(8, dtype=torch.float64), torch.randn(8, dtype=torch.float64)
     grad_out = torch.randn_like(x)
-    inputs = [t.clone().requires_grad_() for t in (x, weight, bias)]
-    reference = [t.clone().requires_grad_() for t in (x, weight, bias)]
-    got = group_norm_silu_keep_layout(inputs[0], 2, inputs[1], inputs[2], 1e-5)
-    expected = F.silu(F.group_norm(reference[0], 2, reference[1], reference[2], 1e-5))
+    mine = [t.clone().requires_grad_() for t in (x, weight, bias)]
+    theirs = [t.clone().requires_grad_() for t in (x, weight, bias)]
+    got = ours(mine[0], 2, mine[1], mine[2], 1e-5)
+    expected = reference(theirs[0], 2, theirs[1], theirs[2], 1e-5)
     torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-12)
     assert got.stride() == x.stride()
     got.backward(grad_out)
     expected.backward(grad_out)
-    for mine, theirs in zip(inputs, reference):
-        torch.testing.assert_close(mine.grad, theirs.grad, rtol=1e-10, atol=1e-10)
+    for a, b in zip(mine, theirs):
+        torch.testing.assert_close(a.grad, b.grad, rtol=1e-10, atol=1e-10)
+    assert mine[0].grad.stride() == x.stride()
 
 
 def test_layout_preserving_group_norm_computes_in_float32_and_casts_back():
