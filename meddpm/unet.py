@@ -107,7 +107,8 @@ class _ChannelStatsGroupNorm(torch.autograd.Function):
     128-channel GroupNorm at 128^3 on an H100). With ``y = x * scale_c + shift_c`` and ``g``
     the incoming gradient, GroupNorm's gradient is an affine function of ``g`` and ``x`` per
     channel whose coefficients need only the per-channel sums of ``g`` and ``g * x``: one
-    reduction pass and one elementwise pass.
+    reduction pass and one elementwise pass. With ``silu`` the output is SiLU of GroupNorm's, and
+    ``g`` is first taken through SiLU's derivative at GroupNorm's output, recomputed from ``x``.
     """
 
     @staticmethod
