@@ -7,7 +7,6 @@ Run as ``PYTHONPATH=. python3 trials.py MODE`` on a GPU, one process per mode: `
 """
 
 import sys
-import time
 
 import pandas as pd
 import torch
@@ -16,6 +15,7 @@ import torch._inductor.config as inductor_config
 from meddpm.combos import get_combo
 from meddpm.config import ModelConfig
 from meddpm.measure.kernel_mix import category_shares, profile_kernels
+from meddpm.measure.timing import time_once, time_synchronized
 from meddpm.train import TrainStep
 
 mode = sys.argv[1]
@@ -25,7 +25,8 @@ elif mode == "combo_kernels":
     inductor_config.combo_kernels = True
 elif mode == "cudagraphs":
     inductor_config.triton.cudagraphs = True
-step = TrainStep(ModelConfig.preset("paper"), get_combo("fast"), 1, torch.device("cuda"))
+device = torch.device("cuda")
+step = TrainStep(ModelConfig.preset("paper"), get_combo("fast"), 1, device)
 if mode == "cudagraphs":
     loss_fn = step.loss_fn
 
@@ -34,21 +35,11 @@ if mode == "cudagraphs":
         return loss_fn(*args, **kwargs)
 
     step.loss_fn = marked
-t = time.perf_counter()
-step()
-torch.cuda.synchronize()
-print(f"{mode} first iteration {time.perf_counter() - t:.1f} s", flush=True)
+print(f"{mode} first iteration {time_once(step, device) / 1e3:.1f} s", flush=True)
 for _ in range(3):
     step()
 torch.cuda.reset_peak_memory_stats()
-times = []
-for _ in range(40):
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    step()
-    end.record()
-    torch.cuda.synchronize()
-    times.append(start.elapsed_time(end))
+times = [time_synchronized(step, device) for _ in range(40)]
 s = pd.Series(times)
 iqr = s.quantile(0.75) - s.quantile(0.25)
 peak = torch.cuda.max_memory_allocated() / 2**30

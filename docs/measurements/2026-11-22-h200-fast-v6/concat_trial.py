@@ -8,7 +8,6 @@ channel slices), and ``torch.cat`` itself. With ``sample``, a full sample of the
 """
 
 import sys
-import time
 import types
 
 import pandas as pd
@@ -17,6 +16,7 @@ import torch
 from meddpm.combos import get_combo
 from meddpm.config import ModelConfig
 from meddpm.measure.kernel_mix import category_shares, profile_kernels
+from meddpm.measure.timing import time_once, time_synchronized
 from meddpm.train import TrainStep
 from meddpm.unet import memory_format_of, timestep_embedding
 
@@ -61,22 +61,14 @@ steps = {name: TrainStep(config, combo, 1, device) for name in cats}
 for name, step in steps.items():
     step.model.denoiser.forward = types.MethodType(forward_with(cats[name]), step.model.denoiser)
 for name, step in steps.items():
-    t = time.perf_counter()
-    step()
-    torch.cuda.synchronize()
-    print(f"{name} first iteration {time.perf_counter() - t:.1f} s", flush=True)
+    print(f"{name} first iteration {time_once(step, device) / 1e3:.1f} s", flush=True)
     for _ in range(3):
         step()
 times = {name: [] for name in steps}
 for _ in range(8):
     for name, step in steps.items():
         for _ in range(12):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            step()
-            end.record()
-            torch.cuda.synchronize()
-            times[name].append(start.elapsed_time(end))
+            times[name].append(time_synchronized(step, device))
 for name, step in steps.items():
     s = pd.Series(times[name])
     kernels = profile_kernels(step, iterations=2)
@@ -96,12 +88,6 @@ if "sample" in sys.argv:
     from meddpm.sampling import Sampler
 
     sampler = Sampler(config, combo, device)
-    t = time.perf_counter()
-    sampler(steps=3)
-    torch.cuda.synchronize()
-    print(f"sample warm-up {time.perf_counter() - t:.1f} s", flush=True)
+    print(f"sample warm-up {time_once(lambda: sampler(steps=3), device) / 1e3:.1f} s", flush=True)
     for _ in range(3):
-        t = time.perf_counter()
-        sampler()
-        torch.cuda.synchronize()
-        print(f"full sample {time.perf_counter() - t:.2f} s", flush=True)
+        print(f"full sample {time_once(sampler, device) / 1e3:.2f} s", flush=True)

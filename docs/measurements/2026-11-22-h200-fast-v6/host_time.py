@@ -14,12 +14,14 @@ import torch._inductor.config as inductor_config
 
 from meddpm.combos import get_combo
 from meddpm.config import ModelConfig
+from meddpm.measure.timing import time_once
 from meddpm.train import TrainStep
 
 mode = sys.argv[1]
 if mode == "cudagraphs":
     inductor_config.triton.cudagraphs = True
-step = TrainStep(ModelConfig.preset("paper"), get_combo("fast"), 1, torch.device("cuda"))
+device = torch.device("cuda")
+step = TrainStep(ModelConfig.preset("paper"), get_combo("fast"), 1, device)
 if mode == "cudagraphs":
     loss_fn = step.loss_fn
 
@@ -28,10 +30,7 @@ if mode == "cudagraphs":
         return loss_fn(*args, **kwargs)
 
     step.loss_fn = marked
-t = time.perf_counter()
-step()
-torch.cuda.synchronize()
-print(f"{mode} first iteration {time.perf_counter() - t:.1f} s", flush=True)
+print(f"{mode} first iteration {time_once(step, device) / 1e3:.1f} s", flush=True)
 for _ in range(5):
     step()
 torch.cuda.synchronize()

@@ -8,7 +8,6 @@ Run as ``PYTHONPATH=. python3 modes.py MODE`` on a GPU. ``MODE`` is ``fused`` (t
 
 import dataclasses
 import sys
-import time
 
 import pandas as pd
 import torch
@@ -17,6 +16,7 @@ import meddpm.combos
 from meddpm.combos import get_combo
 from meddpm.config import ModelConfig
 from meddpm.measure.kernel_mix import category_shares, profile_kernels
+from meddpm.measure.timing import time_once, time_synchronized
 from meddpm.train import TrainStep
 
 pd.set_option("display.width", 250)
@@ -27,22 +27,13 @@ for opt in mode.split("+")[1:]:
         meddpm.combos._INDUCTOR_OPTIONS["realize_reads_threshold"] = int(opt[3:])
 if mode.startswith("unfused"):
     combo = dataclasses.replace(combo, fused_norm_silu=False)
-step = TrainStep(ModelConfig.preset("paper"), combo, 1, torch.device("cuda"))
-t = time.perf_counter()
-step()
-torch.cuda.synchronize()
-print(f"{mode} first iteration {time.perf_counter() - t:.1f} s", flush=True)
+device = torch.device("cuda")
+step = TrainStep(ModelConfig.preset("paper"), combo, 1, device)
+print(f"{mode} first iteration {time_once(step, device) / 1e3:.1f} s", flush=True)
 for _ in range(3):
     step()
 torch.cuda.reset_peak_memory_stats()
-times = []
-for _ in range(40):
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    step()
-    end.record()
-    torch.cuda.synchronize()
-    times.append(start.elapsed_time(end))
+times = [time_synchronized(step, device) for _ in range(40)]
 s = pd.Series(times)
 iqr = s.quantile(0.75) - s.quantile(0.25)
 peak = torch.cuda.max_memory_allocated() / 2**30
