@@ -49,7 +49,9 @@ class Combo:
     SiLU after it one function, differentiated by hand (the same function, see
     :func:`meddpm.unet.group_norm_silu_keep_layout`); ``output_conv_by_taps`` computes the last
     convolution as a matrix product and a sum of shifted slices (the same function, see
-    :func:`meddpm.unet.conv3d_by_taps`); ``fused_adam`` uses Adam's fused kernel.
+    :func:`meddpm.unet.conv3d_by_taps`); ``conv_bias_apart`` adds each convolution's bias as an
+    elementwise op after it (the same function, see :class:`meddpm.unet.Conv3d`); ``fused_adam`` uses
+    Adam's fused kernel.
     """
 
     name: str
@@ -64,6 +66,7 @@ class Combo:
     layout_preserving_norm: bool = False
     fused_norm_silu: bool = False
     output_conv_by_taps: bool = False
+    conv_bias_apart: bool = False
     fused_adam: bool = False
 
     def configure(self, denoiser: UNet3D) -> None:
@@ -73,6 +76,7 @@ class Combo:
         denoiser.use_layout_preserving_norm(self.layout_preserving_norm)
         denoiser.use_fused_norm_silu(self.fused_norm_silu)
         denoiser.use_output_conv_by_taps(self.output_conv_by_taps)
+        denoiser.use_conv_bias_apart(self.conv_bias_apart)
 
     def compiled(self, fn: Fn) -> Fn:
         """``fn`` under ``torch.compile`` when this combo compiles, else ``fn`` itself."""
@@ -112,7 +116,8 @@ COMBOS: dict[str, Combo] = {
         Combo(
             "fast",
             "bf16 autocast, channels-last-3d end to end (layout-preserving GroupNorm fused with SiLU), torch.compile, "
-            "SDPA attention, separable upsampling, output convolution by taps, cuDNN autotuning, fused Adam",
+            "SDPA attention, separable upsampling, output convolution by taps, convolution biases added apart, "
+            "cuDNN autotuning, fused Adam",
             channels_last=True,
             autocast_dtype=torch.bfloat16,
             cudnn_benchmark=True,
@@ -122,6 +127,7 @@ COMBOS: dict[str, Combo] = {
             layout_preserving_norm=True,
             fused_norm_silu=True,
             output_conv_by_taps=True,
+            conv_bias_apart=True,
             fused_adam=True,
         ),
     ]

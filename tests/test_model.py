@@ -5,6 +5,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+import meddpm.unet
 from meddpm import COMBOS, TrainStep, build_model
 from meddpm.unet import (
     ThinConv3d,
@@ -130,8 +131,14 @@ def _silu_of_group_norm(x, groups, weight, bias, eps):
     [(group_norm_keep_layout, F.group_norm), (group_norm_silu_keep_layout, _silu_of_group_norm)],
     ids=["group_norm", "group_norm_silu"],
 )
-def test_layout_preserving_norms_have_the_references_values_and_gradients(ours, reference, layout):
-    x = torch.randn(2, 8, 3, 4, 5, dtype=torch.float64).contiguous(memory_format=layout) * 3 + 1
+# 64^3 voxels take the path that computes the per-channel constants once, as an operator of their own.
+@pytest.mark.parametrize(("volume", "constants_apart"), [((3, 4, 5), 0), ((64, 64, 64), 2)], ids=["small", "64^3"])
+def test_layout_preserving_norms_have_the_references_values_and_gradients(
+    ours, reference, layout, volume, constants_apart, monkeypatch
+):
+    calls = []
+    monkeypatch.setattr(meddpm.unet, "per_channel_constants", lambda v: calls.append(v) or v.clone())
+    x = torch.randn(2, 8, *volume, dtype=torch.float64).contiguous(memory_format=layout) * 3 + 1
     weight, bias = torch.randn(8, dtype=torch.float64), torch.randn(8, dtype=torch.float64)
     grad_out = torch.randn_like(x)
     mine = [t.clone().requires_grad_() for t in (x, weight, bias)]
@@ -145,6 +152,7 @@ def test_layout_preserving_norms_have_the_references_values_and_gradients(ours, 
     for a, b in zip(mine, theirs):
         torch.testing.assert_close(a.grad, b.grad, rtol=1e-10, atol=1e-10)
     assert mine[0].grad.stride() == x.stride()
+    assert len(calls) == constants_apart  # once forward, once backward
 
 
 def test_layout_preserving_group_norm_computes_in_float32_and_casts_back():
@@ -223,6 +231,8 @@ def test_kernel_variants_compute_the_same_denoiser(tiny):
     model.denoiser.use_fused_norm_silu(True)
     torch.testing.assert_close(model.denoiser(x, t), reference, rtol=1e-10, atol=1e-10)
     model.denoiser.use_output_conv_by_taps(True)
+    torch.testing.assert_close(model.denoiser(x, t), reference, rtol=1e-10, atol=1e-10)
+    model.denoiser.use_conv_bias_apart(True)
     torch.testing.assert_close(model.denoiser(x, t), reference, rtol=1e-10, atol=1e-10)
     # The original takes the softmax in float32 even in a float64 model; SDPA does not.
     model.denoiser.use_sdpa_attention(True)
