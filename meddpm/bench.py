@@ -248,8 +248,15 @@ class Campaign:
         setup_s = time.perf_counter() - t0
         warmup_ms = []
         for i in range(self.settings.warmup):
+            if i == 1 and self.device.type == "cuda":
+                torch.cuda.reset_peak_memory_stats(self.device)
             warmup_ms.append(time_once(step, self.device))
             notify(Progress("warmup", combo.name, i + 1, self.settings.warmup, f"{warmup_ms[-1] / 1e3:.1f} s"))
+        # Replaying CUDA graphs allocates nothing the allocator's statistics see: such a step's
+        # memory shows only while its graphs are recorded, in the warm-up iterations after the first.
+        graph_peak = None
+        if step.cuda_graphs and self.settings.warmup > 1:
+            graph_peak = torch.cuda.max_memory_allocated(self.device) - before
         self.steps[combo.name] = step
         # Parameters, gradients' absence and Adam state: what this combo keeps between iterations.
         self._own_bytes[combo.name] = _allocated(self.device) - before
@@ -265,6 +272,7 @@ class Campaign:
             flops_per_iter=train_step_flops(self.config, self.batch_size),
             rel_iqr_target=self.settings.rel_iqr_target,
             energy_note="" if self._gpu else self._gpu_note,
+            peak_allocated_bytes=graph_peak,
         )
 
     def _rounds(self, notify: Callable[[Progress], None]) -> None:

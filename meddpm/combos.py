@@ -51,7 +51,8 @@ class Combo:
     convolution as a matrix product and a sum of shifted slices (the same function, see
     :func:`meddpm.unet.conv3d_by_taps`); ``conv_bias_apart`` adds each convolution's bias as an
     elementwise op after it (the same function, see :class:`meddpm.unet.Conv3d`); ``fused_adam`` uses
-    Adam's fused kernel.
+    Adam's fused kernel; ``cuda_graphs`` replays the compiled training step as CUDA graphs
+    (Inductor's CUDA graph trees), so the host no longer issues its kernels one by one.
     """
 
     name: str
@@ -68,6 +69,7 @@ class Combo:
     output_conv_by_taps: bool = False
     conv_bias_apart: bool = False
     fused_adam: bool = False
+    cuda_graphs: bool = False
 
     def configure(self, denoiser: UNet3D) -> None:
         """Choose the denoiser's kernels for this combo (attention, upsampling and GroupNorm variants)."""
@@ -78,9 +80,17 @@ class Combo:
         denoiser.use_output_conv_by_taps(self.output_conv_by_taps)
         denoiser.use_conv_bias_apart(self.conv_bias_apart)
 
-    def compiled(self, fn: Fn) -> Fn:
-        """``fn`` under ``torch.compile`` when this combo compiles, else ``fn`` itself."""
-        return torch.compile(fn, options=_INDUCTOR_OPTIONS) if self.compile else fn  # type: ignore[return-value]
+    def compiled(self, fn: Fn, *, cuda_graphs: bool = False) -> Fn:
+        """``fn`` under ``torch.compile`` when this combo compiles, else ``fn`` itself.
+
+        With ``cuda_graphs`` Inductor replays ``fn``'s kernels as CUDA graphs; the caller must then
+        mark each new step (``torch.compiler.cudagraph_mark_step_begin``) and copy any output
+        it keeps past the next call, whose replay overwrites it.
+        """
+        if not self.compile:
+            return fn
+        options = {**_INDUCTOR_OPTIONS, "triton.cudagraphs": cuda_graphs}
+        return torch.compile(fn, options=options)  # type: ignore[return-value]
 
     @property
     def math_precision(self) -> str:
@@ -117,7 +127,7 @@ COMBOS: dict[str, Combo] = {
             "fast",
             "bf16 autocast, channels-last-3d end to end (layout-preserving GroupNorm fused with SiLU), torch.compile, "
             "SDPA attention, separable upsampling, output convolution by taps, convolution biases added apart, "
-            "cuDNN autotuning, fused Adam",
+            "cuDNN autotuning, fused Adam, training step as CUDA graphs",
             channels_last=True,
             autocast_dtype=torch.bfloat16,
             cudnn_benchmark=True,
@@ -129,6 +139,7 @@ COMBOS: dict[str, Combo] = {
             output_conv_by_taps=True,
             conv_bias_apart=True,
             fused_adam=True,
+            cuda_graphs=True,
         ),
     ]
 }

@@ -57,7 +57,8 @@ class TrainStep:
     ``grad_accumulate`` > 1 an iteration runs that many micro-batches per optimizer step,
     as the original trainer does (it uses 2); the benchmark default is 1. ``loss_fn`` is the
     loss callable (compiled when the combo says so); ``wrap_denoiser`` wraps the U-Net after it
-    is on the device (``DistributedDataParallel`` for data-parallel training).
+    is on the device (``DistributedDataParallel`` for data-parallel training). A combo's CUDA
+    graphs apply on one GPU only: DDP's gradient hooks run outside the compiled graphs.
     """
 
     def __init__(
@@ -91,7 +92,8 @@ class TrainStep:
             self.model.denoiser = wrap_denoiser(self.model.denoiser)
         # Compiling the whole loss (noising, concatenation, U-Net, L1) lets Inductor fuse the
         # elementwise and normalisation work around the convolutions; backward comes with it.
-        self.loss_fn = combo.compiled(self.model.loss)
+        self.cuda_graphs = combo.cuda_graphs and wrap_denoiser is None and self.device.type == "cuda"
+        self.loss_fn = combo.compiled(self.model.loss, cuda_graphs=self.cuda_graphs)
         if images is None or masks is None:
             images, masks = phantom_batch(
                 config.volume, batch_size, config.out_channels, config.mask_channels, seed=seed
@@ -103,6 +105,8 @@ class TrainStep:
 
     def __call__(self) -> torch.Tensor:
         """Run one iteration; returns the (undivided) loss of the last micro-batch, unsynced."""
+        if self.cuda_graphs:
+            torch.compiler.cudagraph_mark_step_begin()
         with self.combo.flags():
             for _ in range(self.grad_accumulate):
                 with self.combo.autocast(self.device):
@@ -113,4 +117,5 @@ class TrainStep:
         self.step_count += 1
         if self.ema is not None:
             self.ema.update(self.step_count)
-        return loss.detach()
+        # A CUDA graph's output is overwritten by the graph's next replay.
+        return loss.detach().clone() if self.cuda_graphs else loss.detach()

@@ -1,5 +1,8 @@
 """The training step: optimizer, gradient accumulation and the original's EMA schedule."""
 
+import math
+
+import pytest
 import torch
 
 from meddpm import COMBOS, EmaSettings, TrainStep
@@ -68,3 +71,22 @@ def test_custom_batch_is_used(tiny):
     assert torch.equal(step.images, images)
     assert step.images.is_contiguous(memory_format=torch.channels_last_3d)
     assert torch.isfinite(step())
+
+
+def test_cuda_graphs_apply_on_one_gpu_only(tiny):
+    # On the CPU, and under a wrapper such as DDP, the combo's CUDA graphs are off.
+    assert COMBOS["fast"].cuda_graphs
+    assert not TrainStep(tiny, COMBOS["fast"]).cuda_graphs
+    assert not TrainStep(tiny, COMBOS["fast"], wrap_denoiser=lambda m: m).cuda_graphs
+
+
+@pytest.mark.gpu
+def test_a_graphed_step_returns_a_loss_that_outlives_the_next_replay(tiny):
+    step = TrainStep(tiny, COMBOS["fast"], device="cuda")
+    assert step.cuda_graphs
+    losses = [step() for _ in range(4)]  # warm-up, recording, then replays
+    before = [p.detach().clone() for p in step.model.denoiser.parameters()]
+    losses.append(step())
+    values = [loss.item() for loss in losses]
+    assert all(math.isfinite(v) for v in values) and len(set(values)) > 1, values
+    assert any(not torch.equal(a, b) for a, b in zip(before, step.model.denoiser.parameters()))
