@@ -178,9 +178,10 @@ def _(values: torch.Tensor) -> torch.Tensor:
 per_channel_constants.register_autograd(lambda ctx, grad: grad)
 
 
-# From 64^3 voxels up, computing GroupNorm's per-channel constants once saves more GPU time than
-# the extra kernel and host call cost (0.14 ms per 64-channel GroupNorm at 128^3 on an H100,
-# fwd + bwd); below, the elementwise kernels are too short for it to show.
+# Computing GroupNorm's per-channel constants once saved 0.13 ms per 64-channel GroupNorm at 128^3
+# on an H100 (forward and backward, against v6's per-voxel recompute; most of it comes from stacking
+# them, see docs/performance.md, v7b). The operator adds a kernel and a host call, which below 64^3
+# voxels, where the elementwise kernels are short, cost more than it could save.
 _CONSTANTS_ONCE_MIN_VOXELS = 64**3
 
 
