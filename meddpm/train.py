@@ -92,7 +92,7 @@ class TrainStep:
             self.model.denoiser = wrap_denoiser(self.model.denoiser)
         # Compiling the whole loss (noising, concatenation, U-Net, L1) lets Inductor fuse the
         # elementwise and normalisation work around the convolutions; backward comes with it.
-        self.cuda_graphs = combo.cuda_graphs and wrap_denoiser is None and self.device.type == "cuda"
+        self.cuda_graphs = combo.compile and combo.cuda_graphs and wrap_denoiser is None and self.device.type == "cuda"
         self.loss_fn = combo.compiled(self.model.loss, cuda_graphs=self.cuda_graphs)
         if images is None or masks is None:
             images, masks = phantom_batch(

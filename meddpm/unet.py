@@ -111,10 +111,12 @@ class _ChannelStatsGroupNorm(torch.autograd.Function):
     ``g`` is first taken through SiLU's derivative at GroupNorm's output, recomputed from ``x``.
 
     The per-channel constants of each elementwise pass (scale and shift forward, the three
-    coefficients backward) are computed once on large volumes (see :func:`_computed_once`).
-    Left to Inductor, they were inlined into the full-size kernels and recomputed for every voxel
-    from the statistics, a dozen loads and a reciprocal square root per value, which made those
-    kernels compute-bound (about 2.2 TB/s on an H200 where a plain elementwise pass moves 4.3 TB/s).
+    coefficients backward) are stacked into one small tensor, the forward's saved for backward, and
+    on large volumes passed through :func:`per_channel_constants` (see :func:`_computed_once`), so
+    that Inductor computes them once. Left to it, they were inlined into the full-size kernels and
+    recomputed for every voxel from the statistics, a dozen loads and a reciprocal square root per
+    value, which made those kernels compute-bound (about 2.2 TB/s on an H200 where a plain
+    elementwise pass moves 4.3 TB/s).
     """
 
     @staticmethod
