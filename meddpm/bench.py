@@ -248,7 +248,7 @@ class Campaign:
         setup_s = time.perf_counter() - t0
         warmup_ms = []
         for i in range(self.settings.warmup):
-            if i == 1 and self.device.type == "cuda":
+            if i == 1 and step.cuda_graphs:
                 torch.cuda.reset_peak_memory_stats(self.device)
             warmup_ms.append(time_once(step, self.device))
             notify(Progress("warmup", combo.name, i + 1, self.settings.warmup, f"{warmup_ms[-1] / 1e3:.1f} s"))

@@ -213,6 +213,11 @@ def _per_channel(values: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     return values.view(*values.shape, *(1,) * (like.dim() - 2))
 
 
+def _add_bias(out: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """``out`` plus a convolution's per-channel ``bias``, cast to ``out``'s dtype as autocast does."""
+    return out + _per_channel(bias.to(out.dtype).expand(out.shape[0], -1), out)
+
+
 def timestep_embedding(t: torch.Tensor, dim: int, max_period: float = 10000.0) -> torch.Tensor:
     """Sinusoidal embedding of integer timesteps: [cos | sin] at geometric frequencies."""
     half = dim // 2
@@ -236,7 +241,7 @@ class Conv3d(nn.Conv3d):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.bias_apart and self.bias is not None:
             out = F.conv3d(x, self.weight, None, self.stride, self.padding, self.dilation, self.groups)
-            return out + _per_channel(self.bias.to(out.dtype).expand(out.shape[0], -1), out)
+            return _add_bias(out, self.bias)
         return super().forward(x)
 
 
@@ -382,7 +387,7 @@ def conv3d_by_taps(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
     by_tap = taps.view(n, *spatial, out_channels, *kernel).permute(0, 4, 5, 6, 7, 1, 2, 3)
     out = _ShiftedTapSum.apply(by_tap)
     if bias is not None:
-        out = out + _per_channel(bias.expand(n, -1).to(out.dtype), out)
+        out = _add_bias(out, bias)
     return out.contiguous(memory_format=memory_format_of(x))
 
 
