@@ -14,6 +14,8 @@ class ModelConfig:
 
     ``attention_ds`` holds downsample factors (1 = full resolution) at which the
     encoder and decoder insert an attention block; the middle block always has one.
+    With L levels (``len(channel_mult)``) the factors are 1, 2, ..., 2**(L-1); others are
+    refused, as the U-Net would never use them. Impossible values raise :class:`UserError`.
     The mask channels are ``in_channels - out_channels``: the noisy image is
     concatenated with the one-hot mask before the U-Net.
     """
@@ -31,7 +33,46 @@ class ModelConfig:
     timesteps: int = 250
 
     def __post_init__(self) -> None:
-        factor = 2 ** (len(self.channel_mult) - 1)
+        # Basic ranges first, so that the shape checks below never divide by zero or
+        # report a consequence instead of the cause.
+        if len(self.volume) != 3 or any(side < 1 for side in self.volume):
+            raise UserError(f"volume {self.volume} must have three positive sides (D, H, W), e.g. (16, 16, 16)")
+        if not self.channel_mult:
+            raise UserError("channel_mult is empty; give one width multiplier per U-Net level, e.g. (1, 2)")
+        if any(m < 1 for m in self.channel_mult):
+            raise UserError(
+                f"channel_mult {self.channel_mult} has multipliers below 1; each level is model_channels "
+                "times its multiplier wide, so use 1 or more"
+            )
+        if self.model_channels < 1:
+            raise UserError(f"model_channels={self.model_channels} must be positive, e.g. 32")
+        if self.model_channels % 2:
+            raise UserError(
+                f"model_channels={self.model_channels} must be even: the timestep embedding is "
+                "its cosine and sine halves"
+            )
+        if self.num_groups < 1:
+            raise UserError(f"num_groups={self.num_groups} must be positive, e.g. 32 (GroupNorm's number of groups)")
+        if self.num_res_blocks < 0:
+            raise UserError(f"num_res_blocks={self.num_res_blocks} must be 0 or more (residual blocks per level)")
+        if self.out_channels < 1:
+            raise UserError(f"out_channels={self.out_channels} must be at least 1 (the image channels generated)")
+        if self.in_channels <= self.out_channels:
+            raise UserError("in_channels must exceed out_channels: the rest are mask channels")
+        if self.timesteps < 1:
+            raise UserError(f"timesteps={self.timesteps} must be at least 1 (the diffusion's noise levels)")
+        if not 0 <= self.dropout < 1:  # written so that NaN fails too
+            raise UserError(f"dropout={self.dropout} must be in [0, 1): it is the chance of zeroing an activation")
+        # The U-Net only tests ``ds in attention_ds`` at the factors it reaches, so any other
+        # factor would be silently ignored.
+        reached = [2**level for level in range(len(self.channel_mult))]
+        unreached = [f for f in self.attention_ds if f not in reached]
+        if unreached:
+            raise UserError(
+                f"attention_ds {self.attention_ds} has factors {unreached} the U-Net never reaches; "
+                f"with {len(reached)} levels choose from {', '.join(map(str, reached))}"
+            )
+        factor = reached[-1]
         if any(side % factor for side in self.volume):
             raise UserError(
                 f"volume {self.volume} is not divisible by {factor}, the U-Net's total "
@@ -40,8 +81,6 @@ class ModelConfig:
         widths = [self.model_channels * m for m in self.channel_mult]
         if any(w % self.num_groups for w in widths):
             raise UserError(f"channel widths {widths} must be multiples of num_groups={self.num_groups}")
-        if self.in_channels <= self.out_channels:
-            raise UserError("in_channels must exceed out_channels: the rest are mask channels")
 
     @property
     def mask_channels(self) -> int:

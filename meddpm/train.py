@@ -9,10 +9,11 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from meddpm.combos import Combo
+from meddpm.combos import COMBOS, Combo, get_combo
 from meddpm.config import ModelConfig
 from meddpm.data.phantom import phantom_batch
 from meddpm.diffusion import GaussianDiffusion, build_model
+from meddpm.errors import UserError
 
 
 @dataclass(frozen=True)
@@ -59,12 +60,14 @@ class TrainStep:
     loss callable (compiled when the combo says so); ``wrap_denoiser`` wraps the U-Net after it
     is on the device (``DistributedDataParallel`` for data-parallel training). A combo's CUDA
     graphs apply on one GPU only: DDP's gradient hooks run outside the compiled graphs.
+    ``combo`` is a :class:`Combo` or the name of one in :data:`meddpm.combos.COMBOS`;
+    ``batch_size`` and ``grad_accumulate`` must be at least 1 (else :class:`UserError`).
     """
 
     def __init__(
         self,
         config: ModelConfig,
-        combo: Combo,
+        combo: Combo | str,
         batch_size: int = 1,
         device: torch.device | str = "cpu",
         *,
@@ -76,6 +79,16 @@ class TrainStep:
         masks: torch.Tensor | None = None,
         wrap_denoiser: Callable[[nn.Module], nn.Module] | None = None,
     ):
+        if isinstance(combo, str):
+            combo = get_combo(combo)
+        elif not isinstance(combo, Combo):
+            raise UserError(
+                f"combo must be a Combo or the name of one ({', '.join(COMBOS)}), not {type(combo).__name__}"
+            )
+        if batch_size < 1:
+            raise UserError(f"batch_size={batch_size} must be at least 1 (volumes per micro-batch)")
+        if grad_accumulate < 1:
+            raise UserError(f"grad_accumulate={grad_accumulate} must be at least 1 (micro-batches per optimizer step)")
         self.config = config
         self.combo = combo
         self.batch_size = batch_size

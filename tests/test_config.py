@@ -94,8 +94,53 @@ def test_unknown_preset_names_the_choices():
         ({"volume": (17, 16, 16)}, "not divisible by 2"),
         ({"model_channels": 24}, "multiples of num_groups"),
         ({"in_channels": 1}, "mask channels"),
+        ({"volume": (16, 16)}, r"volume \(16, 16\) must have three positive sides"),
+        ({"volume": (16, 16, 16, 16)}, "must have three positive sides"),
+        ({"volume": (16, 0, 16)}, "must have three positive sides"),
+        ({"volume": (16, -16, 16)}, "must have three positive sides"),
+        ({"channel_mult": ()}, "channel_mult is empty"),
+        ({"channel_mult": (1, 0)}, r"channel_mult \(1, 0\) has multipliers below 1"),
+        ({"channel_mult": (-1, 2)}, "multipliers below 1"),
+        ({"model_channels": 0}, "model_channels=0 must be positive"),
+        ({"model_channels": -32}, "model_channels=-32 must be positive"),
+        ({"model_channels": 33, "num_groups": 1}, "model_channels=33 must be even"),
+        ({"num_groups": 0}, "num_groups=0 must be positive"),
+        ({"num_groups": -1}, "num_groups=-1 must be positive"),
+        ({"num_res_blocks": -1}, "num_res_blocks=-1 must be 0 or more"),
+        ({"out_channels": 0, "in_channels": 2}, "out_channels=0 must be at least 1"),
+        ({"timesteps": 0}, "timesteps=0 must be at least 1"),
+        ({"dropout": 1.0}, r"dropout=1.0 must be in \[0, 1\)"),
+        ({"dropout": -0.1}, "must be in"),
+        ({"dropout": float("nan")}, "must be in"),
+        ({"attention_ds": (4,)}, r"attention_ds \(4,\) has factors \[4\] the U-Net never reaches"),
+        ({"attention_ds": (2, 3)}, r"factors \[3\]"),
+        ({"attention_ds": (0,)}, r"factors \[0\]"),
+        # The most basic problem is named first, not a division by zero in a later check.
+        ({"channel_mult": (), "num_groups": 0}, "channel_mult is empty"),
+        ({"model_channels": 0, "num_groups": 0}, "model_channels=0 must be positive"),
     ],
 )
 def test_invalid_configs_are_refused(changes, message):
-    with pytest.raises(UserError, match=message):
+    with pytest.raises(UserError, match=message) as info:
         ModelConfig.preset("tiny").replace(**changes)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"num_res_blocks": 0},  # the decoder still has one block per level
+        {"attention_ds": (1, 2)},  # every factor the two-level U-Net reaches
+        {"attention_ds": ()},
+        {"channel_mult": (1,), "attention_ds": (1,)},
+        {"dropout": 0.5},
+        {"timesteps": 1},
+    ],
+)
+def test_edge_configs_are_accepted_and_build(changes):
+    cfg = ModelConfig.preset("tiny").replace(**changes)
+    with torch.device("meta"):
+        model = build_model(cfg)
+        out = model.denoiser(torch.empty(1, cfg.in_channels, *cfg.volume), torch.zeros(1, dtype=torch.long))
+    assert out.shape == (1, cfg.out_channels, *cfg.volume)
+    assert sum(p.numel() for p in model.parameters()) == expected_parameters(cfg)

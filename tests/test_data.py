@@ -70,3 +70,35 @@ def test_nifti_bad_inputs_are_one_line_errors(tmp_path):
     (tmp_path / "junk.nii.gz").write_bytes(b"not a nifti")
     with pytest.raises(UserError, match="not a readable NIfTI file"):
         load_image(tmp_path / "junk.nii.gz", (4, 4, 4))
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_nifti_non_finite_voxels_are_refused(tmp_path, bad):
+    from meddpm.data.nifti import load_image, load_labels
+
+    array = np.linspace(0, 1, 4 * 4 * 4, dtype=np.float32).reshape(4, 4, 4)
+    array[1, 2, 3] = array[0, 0, 0] = bad
+    _write(tmp_path / "img.nii.gz", array)
+    with pytest.raises(UserError, match=r"img\.nii\.gz: 2 of 64 voxels are NaN or infinite") as info:
+        load_image(tmp_path / "img.nii.gz", (4, 4, 4))
+    assert "\n" not in str(info.value)
+
+    labels = np.zeros((4, 4, 4), dtype=np.float32)
+    labels[2, 2, 2] = bad
+    _write(tmp_path / "msk.nii.gz", labels)
+    with pytest.raises(UserError, match=r"msk\.nii\.gz: 1 of 64 voxels are NaN or infinite"):
+        load_labels(tmp_path / "msk.nii.gz", (4, 4, 4))
+
+
+def test_nifti_pair_with_different_shapes_is_refused(tmp_path):
+    from meddpm.data.nifti import load_pair
+
+    # Both would resize to the same volume: the mismatch must be caught before that.
+    _write(tmp_path / "img.nii.gz", np.linspace(0, 1, 8 * 8 * 6, dtype=np.float32).reshape(8, 8, 6))
+    _write(tmp_path / "msk.nii.gz", np.ones((8, 8, 8), dtype=np.uint8))
+    with pytest.raises(UserError) as info:
+        load_pair(tmp_path / "img.nii.gz", tmp_path / "msk.nii.gz", volume=(8, 8, 8))
+    message = str(info.value)
+    assert "\n" not in message
+    assert str(tmp_path / "img.nii.gz") in message and str(tmp_path / "msk.nii.gz") in message
+    assert "(8, 8, 6)" in message and "(8, 8, 8)" in message

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from meddpm import COMBOS, EmaSettings, TrainStep
+from meddpm import COMBOS, EmaSettings, TrainStep, UserError
 
 
 def _params(module):
@@ -78,6 +78,29 @@ def test_cuda_graphs_apply_on_one_gpu_only(tiny):
     assert COMBOS["fast"].cuda_graphs
     assert not TrainStep(tiny, COMBOS["fast"]).cuda_graphs
     assert not TrainStep(tiny, COMBOS["fast"], wrap_denoiser=lambda m: m).cuda_graphs
+
+
+def test_a_combo_can_be_given_by_name(tiny):
+    step = TrainStep(tiny, "opt2")
+    assert step.combo is COMBOS["opt2"]
+    assert step.images.is_contiguous(memory_format=torch.channels_last_3d)
+
+
+@pytest.mark.parametrize(
+    "combo, kwargs, message",
+    [
+        ("nope", {}, "unknown combo 'nope'; choose from baseline"),
+        (None, {}, r"combo must be a Combo or the name of one \(baseline, .*\), not NoneType$"),
+        (3, {}, r"combo must be a Combo or the name of one \(baseline, .*\), not int$"),
+        (COMBOS["baseline"], {"batch_size": 0}, "batch_size=0 must be at least 1"),
+        (COMBOS["baseline"], {"batch_size": -2}, "batch_size=-2 must be at least 1"),
+        (COMBOS["baseline"], {"grad_accumulate": 0}, "grad_accumulate=0 must be at least 1"),
+    ],
+)
+def test_bad_arguments_are_one_line_errors(tiny, combo, kwargs, message):
+    with pytest.raises(UserError, match=message) as info:
+        TrainStep(tiny, combo, **kwargs)
+    assert "\n" not in str(info.value)
 
 
 @pytest.mark.gpu

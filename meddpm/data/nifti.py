@@ -18,6 +18,7 @@ from meddpm.errors import UserError
 
 
 def _load_array(path: Path) -> torch.Tensor:
+    """The volume at ``path`` as a float32 (D, H, W) tensor; every voxel is finite."""
     try:
         import nibabel
     except ImportError:
@@ -30,22 +31,31 @@ def _load_array(path: Path) -> torch.Tensor:
         raise UserError(f"{path}: not a readable NIfTI file ({exc})") from None
     if data.ndim != 3:
         raise UserError(f"{path}: expected a 3-D volume, got shape {data.shape}")
-    return torch.from_numpy(data).float().permute(2, 1, 0)
+    x = torch.from_numpy(data).float().permute(2, 1, 0)
+    # Checked after the cast to float32, which is what gets normalised: one NaN would make the
+    # min-max scaling give a constant volume, and a mask's NaN would become an arbitrary label.
+    bad = int((~torch.isfinite(x)).sum())
+    if bad:
+        raise UserError(
+            f"{path}: {bad} of {x.numel()} voxels are NaN or infinite; replace them with finite values in the file"
+        )
+    return x
 
 
-def load_image(path: str | Path, volume: tuple[int, int, int]) -> torch.Tensor:
-    """An image volume (1, D, H, W) in [-1, 1], resized to ``volume``."""
-    x = _load_array(Path(path))
+def _file_shape(x: torch.Tensor) -> tuple[int, ...]:
+    """The shape of a loaded volume as the file stores it, (X, Y, Z)."""
+    return tuple(reversed(x.shape))
+
+
+def _to_image(x: torch.Tensor, volume: tuple[int, int, int]) -> torch.Tensor:
     lo, hi = x.min(), x.max()
     x = (x - lo) / (hi - lo) if hi > lo else torch.zeros_like(x)
     x = F.interpolate(x[None, None], size=volume, mode="trilinear", align_corners=False)[0]
     return x * 2 - 1
 
 
-def load_labels(path: str | Path, volume: tuple[int, int, int], num_labels: int = 2) -> torch.Tensor:
-    """A label map (D, H, W) with values 0..num_labels, resized to ``volume``."""
-    path = Path(path)
-    x = _load_array(path).round().long()
+def _to_labels(x: torch.Tensor, path: Path, volume: tuple[int, int, int], num_labels: int) -> torch.Tensor:
+    x = x.round().long()
     bad = sorted(set(x.unique().tolist()) - set(range(num_labels + 1)))
     if bad:
         raise UserError(
@@ -55,10 +65,31 @@ def load_labels(path: str | Path, volume: tuple[int, int, int], num_labels: int 
     return x.long()
 
 
+def load_image(path: str | Path, volume: tuple[int, int, int]) -> torch.Tensor:
+    """An image volume (1, D, H, W) in [-1, 1], resized to ``volume``."""
+    return _to_image(_load_array(Path(path)), volume)
+
+
+def load_labels(path: str | Path, volume: tuple[int, int, int], num_labels: int = 2) -> torch.Tensor:
+    """A label map (D, H, W) with values 0..num_labels, resized to ``volume``."""
+    path = Path(path)
+    return _to_labels(_load_array(path), path, volume, num_labels)
+
+
 def load_pair(
     image_path: str | Path, mask_path: str | Path, volume: tuple[int, int, int], mask_channels: int = 2
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """An image (1, D, H, W) and its one-hot mask (mask_channels, D, H, W), both in [-1, 1]."""
-    image = load_image(image_path, volume)
-    mask = one_hot_mask(load_labels(mask_path, volume, num_labels=mask_channels), mask_channels)
-    return image, mask
+    """An image (1, D, H, W) and its one-hot mask (mask_channels, D, H, W), both in [-1, 1].
+
+    The two files must hold volumes of the same shape: a mask is only meaningful voxel for voxel.
+    """
+    image_path, mask_path = Path(image_path), Path(mask_path)
+    image, labels = _load_array(image_path), _load_array(mask_path)
+    # Compared before resizing, which would make any two shapes agree and misalign the mask.
+    if image.shape != labels.shape:
+        raise UserError(
+            f"image {image_path} has shape {_file_shape(image)} but mask {mask_path} has shape "
+            f"{_file_shape(labels)}; resample them onto the same grid"
+        )
+    mask = one_hot_mask(_to_labels(labels, mask_path, volume, mask_channels), mask_channels)
+    return _to_image(image, volume), mask
