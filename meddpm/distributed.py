@@ -136,7 +136,7 @@ def run_ddp(
         "--rounds",
         str(rounds),
     ]
-    return DdpResult(**_torchrun(world_size, worker_args, f"DDP run of {combo}", timeout_s))
+    return DdpResult(**_torchrun(world_size, worker_args, f"DDP run of {combo}", timeout_s, device))
 
 
 def check_parity(preset: str, world_size: int, *, device: str = "cuda", batch_per_rank: int = 1) -> dict[str, float]:
@@ -145,14 +145,24 @@ def check_parity(preset: str, world_size: int, *, device: str = "cuda", batch_pe
     Returns the relative errors of the parameters and of their updates (rank 0's view).
     """
     worker_args = ["parity", "--preset", preset, "--device", device, "--batch-per-rank", str(batch_per_rank)]
-    return _torchrun(world_size, worker_args, "DDP parity run", 1800.0)
+    return _torchrun(world_size, worker_args, "DDP parity run", 1800.0, device)
 
 
 _EXCEPTION = re.compile(r"^(\[[^\]]*\]:)?\s*[\w.]+(Error|Exception): ")
 
 
-def _torchrun(world_size: int, worker_args: list[str], what: str, timeout_s: float) -> dict:
-    """Run this module's worker under torchrun on one host; rank 0's JSON document, or a UserError."""
+def _torchrun(world_size: int, worker_args: list[str], what: str, timeout_s: float, device: str) -> dict:
+    """Run this module's worker under torchrun on one host; rank 0's JSON document, or a UserError.
+
+    On the CPU every rank gets one intra-op thread unless OMP_NUM_THREADS says otherwise.
+    torchrun sets that only for two or more processes, so a lone rank took every core, and on a
+    busy machine its OpenMP threads waited on each other: one gloo process read 3-6 s per tiny
+    iteration against 1.2-1.6 s for each of two. Equal threads per rank also make the weak-scaling
+    comparison fair.
+    """
+    env = dict(os.environ)
+    if device == "cpu":
+        env.setdefault("OMP_NUM_THREADS", "1")
     with tempfile.TemporaryDirectory(prefix="meddpm-ddp-") as tmp:
         out = Path(tmp) / "result.json"
         cmd = [
@@ -167,8 +177,8 @@ def _torchrun(world_size: int, worker_args: list[str], what: str, timeout_s: flo
             "--out",
             str(out),
         ]
-        # The environment is passed through untouched: the runner's NCCL settings apply as set.
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+        # Otherwise the environment is passed through untouched: the runner's NCCL settings apply as set.
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
         if proc.returncode != 0 or not out.exists():
             # torchrun ends with its own banner; the workers' exception line says what went wrong.
             errors = [
