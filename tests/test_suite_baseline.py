@@ -2,12 +2,16 @@
 
 import json
 import math
+import multiprocessing
 import os
+import time
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
+from meddpm.bench import ComboResult
 from meddpm.suite.baseline import (
     SCHEMA,
     BaselineError,
@@ -19,7 +23,9 @@ from meddpm.suite.baseline import (
     Tolerances,
     load_baseline,
     save_baseline,
+    update_baseline,
 )
+from meddpm.suite.runner import CaseRecord, PerfCase, SuiteRun
 
 REPO_BASELINES = Path(__file__).resolve().parent.parent / "baselines"
 
@@ -93,6 +99,74 @@ def test_a_crash_while_saving_leaves_the_old_file_whole(tmp_path, monkeypatch):
         save_baseline(path, replace(sample_file(), description="new"))
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["h200.json"]  # no temporary left behind
+
+
+def _save_case(path: Path, combo: str, entered, release) -> None:
+    """One run's save of ``combo``; with ``release`` it pauses between reading and writing."""
+
+    def change(current: BaselineFile) -> BaselineFile:
+        if release is not None:
+            entered.set()  # read, not yet written: the window in which another run used to read too
+            release.wait(60)
+        return current.with_measurements([case(combo)], {})
+
+    if release is None:
+        entered.set()  # about to save
+    update_baseline(path, "h200", change)
+
+
+def test_two_runs_saving_at_once_both_keep_their_cases(tmp_path):
+    path = tmp_path / "h200.json"
+    save_baseline(path, sample_file())
+    ctx = multiprocessing.get_context("spawn")
+    first_read, first_release, second_started = ctx.Event(), ctx.Event(), ctx.Event()
+    first = ctx.Process(target=_save_case, args=(path, "opt2", first_read, first_release))
+    second = ctx.Process(target=_save_case, args=(path, "opt12", second_started, None))
+    first.start()
+    assert first_read.wait(120)
+    second.start()
+    assert second_started.wait(120)
+    # Without the lock the second run now reads the file the first has not written yet. A slow
+    # machine can only make the second run later, which the unlocked code survived too: the test
+    # never fails spuriously, and on any usual machine it catches the lost update.
+    time.sleep(0.5)
+    first_release.set()
+    for p in (first, second):
+        p.join(120)
+        assert p.exitcode == 0
+    assert set(load_baseline(path, "h200").cases) == {"paper/opt1/b1", "paper/opt2/b1", "paper/opt12/b1"}
+
+
+def test_a_baseline_locked_too_long_is_one_line(tmp_path):
+    path = tmp_path / "h200.json"
+    with FileLock(str(path) + ".lock"):  # another run holds it
+        with pytest.raises(BaselineError, match=r"stayed locked by another run for 0 s; wait for it") as err:
+            update_baseline(path, "h200", lambda current: current, lock_timeout_s=0.01)
+    assert "\n" not in str(err.value)
+
+
+def test_the_suite_merges_into_the_file_as_it_is_when_saving(tmp_path, suite_options):
+    # Read early (to judge), written late (after minutes of measuring): a save must not drop
+    # what another run stored in between.
+    path = tmp_path / "cpu.json"
+    save_baseline(path, BaselineFile(arch="cpu", cases={"tiny/opt2/b1": replace(case("opt2"), preset="tiny")}))
+    run = SuiteRun(suite_options(save_baseline=True), None, lambda line: None)
+    assert list(run.baseline("cpu").cases) == ["tiny/opt2/b1"]
+    other = replace(case("amp_bf16"), preset="tiny")
+    save_baseline(path, load_baseline(path, "cpu").with_measurements([other], {}))
+    result = ComboResult("tiny", "baseline", 1, (16, 16, 16), "fp32", [10.0, 11.0, 10.5], [], 0.0, 1, 1.0)
+    run.records["cpu-tiny-baseline-b1"] = CaseRecord(PerfCase("cpu", "tiny", "baseline", 1), result)
+    assert run.save(failed_tests=0).startswith("baseline saved: 1 case(s)")
+    assert set(load_baseline(path, "cpu").cases) == {"tiny/opt2/b1", "tiny/amp_bf16/b1", "tiny/baseline/b1"}
+
+
+def test_an_incomplete_session_is_never_saved_even_when_forced(tmp_path, suite_options):
+    run = SuiteRun(suite_options(save_baseline=True, force_save=True), None, lambda line: None)
+    result = ComboResult("tiny", "baseline", 1, (16, 16, 16), "fp32", [10.0, 11.0, 10.5], [], 0.0, 1, 1.0)
+    run.records["cpu-tiny-baseline-b1"] = CaseRecord(PerfCase("cpu", "tiny", "baseline", 1), result)
+    message = run.save(failed_tests=0, incomplete=["the session was interrupted"])
+    assert message.startswith("baseline not saved: the session was interrupted")
+    assert not (tmp_path / "cpu.json").exists()
 
 
 def ncu_entry(combo: str = "opt1", cycles: float = 9.2e8) -> NcuBaseline:

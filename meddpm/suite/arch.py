@@ -76,4 +76,9 @@ def validate_arch(name: str) -> str:
             f"--arch {name!r} is not a valid architecture key; use lower-case letters, digits and '_' "
             f"(known: {', '.join(KNOWN_ARCHS)})"
         )
+    if name == "cpu":
+        # "cpu" keys the CPU cases' own baseline; as --arch it would give the GPU cases' preset to the CPU.
+        raise UserError(
+            "--arch takes a GPU architecture, not 'cpu'; the CPU cases need no --arch: select them with -m cpu"
+        )
     return name

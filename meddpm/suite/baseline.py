@@ -27,10 +27,14 @@ with lists of numbers on one line, so a baseline change reads well in a pull req
 from __future__ import annotations
 
 import json
+import math
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
+
+from filelock import FileLock, Timeout
 
 from meddpm.atomic import write_text_atomic
 from meddpm.errors import UserError
@@ -226,9 +230,66 @@ def load_baseline(path: Path, arch: str) -> BaselineFile | None:
         loaded = _from_dict(data)
     except (AttributeError, KeyError, TypeError, ValueError) as exc:
         raise BaselineError(f"baseline file {path} is malformed ({_describe(exc)}); {fix}") from None
+    try:
+        validate(loaded)
+    except ValueError as exc:
+        raise BaselineError(f"baseline file {path} has {exc}; {fix}") from None
     if loaded.arch != arch:
         raise BaselineError(f"baseline file {path} is for arch {loaded.arch!r}, not {arch!r}; rename or re-create it")
     return loaded
+
+
+def validate(baseline: BaselineFile) -> None:
+    """Raise ValueError naming the first stored figure no verdict can use (its field, value and rule).
+
+    A NaN sample never compares as slower, a zero median divides by zero and a negative
+    tolerance fails every case: each would turn into a silent pass or a nonsense verdict.
+    """
+    _check_tolerances("tolerances", baseline.tolerances)
+    for key, case in baseline.cases.items():
+        where = f"cases[{key!r}]"
+        for i, sample in enumerate(case.samples_ms):
+            _require(sample > 0 and math.isfinite(sample), f"{where}.samples_ms[{i}]", sample, "a finite time above 0")
+        for name in ("median_ms", "min_ms"):
+            value = getattr(case, name)
+            _require(value > 0 and math.isfinite(value), f"{where}.{name}", value, "a finite time above 0")
+        _require(case.iqr_ms >= 0 and math.isfinite(case.iqr_ms), f"{where}.iqr_ms", case.iqr_ms, "finite, 0 or more")
+        for i, energy in enumerate(case.energy_samples_j):
+            # 0 is possible: the card's energy counter had not stepped during a short iteration.
+            _require(
+                energy >= 0 and math.isfinite(energy), f"{where}.energy_samples_j[{i}]", energy, "finite, 0 or more"
+            )
+        for name in ("peak_allocated_bytes", "peak_reserved_bytes"):
+            value = getattr(case, name)
+            _require(
+                value is None or (isinstance(value, int) and value >= 0), f"{where}.{name}", value, "bytes, 0 or more"
+            )
+        _require(case.batch_size >= 1, f"{where}.batch_size", case.batch_size, "1 or more")
+        _require(case.world_size >= 1, f"{where}.world_size", case.world_size, "1 or more")
+        if case.tolerances is not None:
+            _check_tolerances(f"{where}.tolerances", case.tolerances)
+    for e in baseline.expectations:
+        where = f"expectation {e.ratio_name!r} ({e.metric})"
+        for name in ("min", "max"):
+            value = getattr(e, name)
+            _require(value is None or math.isfinite(value), f"{where}.{name}", value, "a finite number")
+        if e.min is not None and e.max is not None:
+            _require(e.min <= e.max, f"{where}.min", e.min, f"at most max ({e.max})")
+    for key, entry in baseline.ncu.items():
+        for name, value in entry.totals.items():
+            _require(value >= 0 and math.isfinite(value), f"ncu[{key!r}].totals.{name}", value, "finite, 0 or more")
+
+
+def _check_tolerances(where: str, tol: Tolerances) -> None:
+    for name in ("time_rel", "memory_rel", "energy_rel"):
+        value = getattr(tol, name)
+        _require(0 < value < 10, f"{where}.{name}", value, "a fraction above 0 and below 10 (0.05 = 5 %)")
+    _require(0 < tol.alpha < 1, f"{where}.alpha", tol.alpha, "a significance level between 0 and 1")
+
+
+def _require(ok: bool, field: str, value: object, rule: str) -> None:
+    if not ok:
+        raise ValueError(f"{field} = {value!r}, which must be {rule}")
 
 
 def _describe(exc: Exception) -> str:
@@ -357,3 +418,27 @@ def dumps_reviewable(document: Any) -> str:
 def save_baseline(path: Path, baseline: BaselineFile) -> None:
     """Write ``baseline`` to ``path`` atomically: the old file or the new one, never a mix."""
     write_text_atomic(path, dumps_reviewable(to_dict(baseline)))
+
+
+def update_baseline(
+    path: Path, arch: str, change: Callable[[BaselineFile], BaselineFile], lock_timeout_s: float = 120.0
+) -> BaselineFile:
+    """Read, change and write ``path`` under an exclusive file lock; returns what was written.
+
+    The file is read again inside the lock, not taken from the start of the session, so two
+    runs saving the same architecture at once both keep their cases: the second one merges
+    into what the first one wrote. ``change`` gets the current file (an empty one if there is
+    none) and returns the new one.
+    """
+    lock = FileLock(str(path) + ".lock", timeout=lock_timeout_s)
+    try:
+        with lock:
+            current = load_baseline(path, arch) or BaselineFile(arch=arch, description=f"Measured on {arch}.")
+            updated = change(current)
+            save_baseline(path, updated)
+            return updated
+    except Timeout:
+        raise BaselineError(
+            f"baseline file {path} stayed locked by another run for {lock_timeout_s:.0f} s; "
+            f"wait for it to finish (or remove {lock.lock_file} if no run is saving) and save again"
+        ) from None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -156,6 +157,29 @@ def _at_least(option: str, value: int | None, minimum: int) -> None:
         raise UserError(f"{option} must be at least {minimum}, got {value}")
 
 
+def _writable_folder(option: str, path: Path) -> None:
+    """A UserError unless ``path`` is a folder that exists or can be made, and can be written to."""
+    if path.exists() and not path.is_dir():
+        raise UserError(f"{option} {path} is a file; point it at a folder")
+    existing = next(p for p in (path, *path.parents) if p.exists())
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise UserError(f"{option} {path} cannot be written (no write permission on {existing}); choose another folder")
+
+
+def _baseline_dir(config: pytest.Config, saving: bool) -> Path:
+    """``--baseline-dir`` (else ``<rootdir>/baselines``), checked now rather than after the measurements."""
+    given = config.getoption("--baseline-dir")
+    path = given or Path(config.rootpath) / "baselines"
+    if saving:
+        _writable_folder("--baseline-dir", path)
+    elif path.exists() and not path.is_dir():
+        raise UserError(f"--baseline-dir {path} is a file; point it at the folder that holds <arch>.json files")
+    elif given and not path.exists():
+        # Every case would skip with "no baseline" and the run would pass having judged nothing.
+        raise UserError(f"--baseline-dir {path} does not exist; fix the path, or create baselines with --save-baseline")
+    return path
+
+
 def parse_options(config: pytest.Config) -> SuiteOptions:
     """The suite's options from ``config``, or a one-line UserError naming the bad one."""
     opt = config.getoption
@@ -169,10 +193,12 @@ def parse_options(config: pytest.Config) -> SuiteOptions:
     for name in ("--perf-rel-iqr", "--perf-budget"):
         if opt(name) is not None and not opt(name) > 0:
             raise UserError(f"{name} must be above 0, got {opt(name)}")
+    saving = opt("--save-baseline") or opt("--force-save-baseline")
+    _writable_folder("--perf-results-dir", opt("--perf-results-dir"))
     return SuiteOptions(
-        save_baseline=opt("--save-baseline") or opt("--force-save-baseline"),
+        save_baseline=saving,
         force_save=opt("--force-save-baseline"),
-        baseline_dir=opt("--baseline-dir") or Path(config.rootpath) / "baselines",
+        baseline_dir=_baseline_dir(config, saving),
         arch=validate_arch(opt("--arch")) if opt("--arch") else None,
         preset=opt("--preset"),
         combos=_combos(opt("--combos")),

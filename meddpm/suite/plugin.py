@@ -7,6 +7,8 @@ this project's test runs only. Tests use the ``perf_suite`` fixture and the ``pe
 
 from __future__ import annotations
 
+import logging
+import os
 from collections.abc import Iterator
 
 import pandas as pd
@@ -38,6 +40,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if not os.environ.get("TORCH_TRACE"):
+        # torch's structured-trace logger is always at DEBUG and meant for TORCH_TRACE's file.
+        # pytest attaches its capture handlers to every non-propagating logger, so without this
+        # filter each compile put hundreds of "DEBUG torch.__trace" lines into `pytest -rA`.
+        logging.getLogger("torch.__trace").addFilter(_drop)
     for name, doc in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {doc}")
     try:
@@ -54,6 +61,10 @@ def pytest_configure(config: pytest.Config) -> None:
             reporter.write_line(line)
 
     config.stash[SUITE] = SuiteRun(options, running, write_line)
+
+
+def _drop(record: logging.LogRecord) -> bool:
+    return False
 
 
 def _marks(arch: str, preset: str, batch_size: int) -> list[pytest.MarkDecorator]:
@@ -101,20 +112,53 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(no_gpu)
         return
     other = pytest.mark.skip(reason=f"running on {suite.running_arch}")
-    used = False
     for item in items:
         case = _case_of(item)
-        if case is None or case.arch == CPU:
-            continue
-        if case.arch != suite.running_arch:
+        if case is not None and case.arch not in (CPU, suite.running_arch):
             item.add_marker(other)
-        else:
-            used = True
-    if used:
-        try:  # fail fast, before any measuring, on an unusable baseline file
-            suite.baseline(suite.running_arch)
-        except UserError as exc:
-            raise pytest.UsageError(str(exc)) from None
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Check every baseline file the selected cases will read, before the first measurement.
+
+    A corrupt or nonsensical file found only after minutes of measuring (or never, when the
+    cases come out unreliable and skip) wastes the run; here it stops the session in one line.
+    """
+    suite = session.config.stash[SUITE]
+    will_run = [item for item in session.items if not item.get_closest_marker("skip")]
+    archs = sorted({case.arch for item in will_run if (case := _case_of(item)) is not None})
+    try:
+        for arch in archs:
+            suite.baseline(arch)
+    except UserError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    progress = SessionProgress({item.nodeid for item in will_run if isinstance(_case_of(item), PerfCase)})
+    session.config.stash[PROGRESS] = progress
+    session.config.pluginmanager.register(progress, "meddpm-session-progress")
+
+
+class SessionProgress:
+    """A plugin object that notes which selected measurement cases finished, so a partial session is never saved."""
+
+    def __init__(self, selected: set[str]):
+        self.selected = selected
+        self.finished: set[str] = set()
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "call" or report.skipped:
+            self.finished.add(report.nodeid)
+
+    def incomplete(self, session: pytest.Session, exitstatus: int) -> list[str]:
+        """Why this session did not run everything it selected (empty if it did)."""
+        if exitstatus == pytest.ExitCode.INTERRUPTED:
+            return ["the session was interrupted"]
+        missing = len(self.selected - self.finished)
+        if session.shouldstop or session.shouldfail or missing:
+            return [f"the session stopped early ({missing} of {len(self.selected)} selected case(s) did not run)"]
+        return []
+
+
+PROGRESS = pytest.StashKey[SessionProgress]()
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -133,15 +177,31 @@ def perf_suite(request: pytest.FixtureRequest) -> SuiteRun:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Save the baseline if asked (never from a partial session), then write the results.
+
+    A failure while saving is one line in the summary, and the results are written anyway:
+    they are what the minutes of measuring produced.
+    """
     suite = session.config.stash.get(SUITE, None)
     if suite is None:
         return
-    if suite.options.save_baseline and suite.measured_anything:
-        message = suite.save(session.testsfailed)
-        if message.startswith("baseline not saved"):
+    try:
+        if suite.options.save_baseline and suite.measured_anything:
+            progress = session.config.stash.get(PROGRESS, None)
+            incomplete = progress.incomplete(session, exitstatus) if progress else ["the session did not collect"]
+            try:
+                message = suite.save(session.testsfailed, incomplete)
+            except (UserError, OSError) as exc:
+                message = suite.save_message = f"baseline not saved: {exc}"
+            if message.startswith("baseline not saved") and exitstatus != pytest.ExitCode.INTERRUPTED:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        try:
+            suite.summary_path = suite.write_results()
+        except OSError as exc:
+            suite.write_line(f"meddpm: results not written: {exc}")
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
-    suite.summary_path = suite.write_results()
-    suite.close()
+    finally:
+        suite.close()
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:

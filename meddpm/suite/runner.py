@@ -7,8 +7,9 @@ results and verdicts. Measurements happen lazily, one interleaved :class:`Campai
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ from meddpm.suite.baseline import (
     NcuBaseline,
     baseline_path,
     load_baseline,
-    save_baseline,
+    update_baseline,
 )
 from meddpm.suite.options import SuiteOptions
 from meddpm.suite.summary import markdown_summary
@@ -411,15 +412,21 @@ class SuiteRun:
                 reasons.append(f"{record.case.id} was throttled ({', '.join(r.throttle_reasons)})")
         return reasons
 
-    def save(self, failed_tests: int) -> str:
+    def save(self, failed_tests: int, incomplete: Sequence[str] = ()) -> str:
         """Save every measured case into its architecture's file, unless refused; returns the outcome.
 
+        ``incomplete`` says why the session did not run all it selected (interrupted, stopped
+        early); such a session is never saved, not even with --force-save-baseline, because a
+        partial campaign's rounds are not the ones a full run would time.
         Data-parallel results join as cases keyed ``preset/combo/bN/ddpW`` (world sizes of 2 and
         more; one process under DDP is only the reference for the efficiency).
         """
         ddp = [r for r in self.ddp_results if r.world_size > 1]
         if not self.records and not ddp and not self.ncu_profiles:  # one-process DDP runs are no case
             self.save_message = "baseline not saved: no case was measured"
+            return self.save_message
+        if incomplete:
+            self.save_message = f"baseline not saved: {'; '.join(incomplete)}; run the whole selection again to save"
             return self.save_message
         refusals = self.save_refusals(failed_tests)
         if refusals and not self.options.force_save:
@@ -444,11 +451,10 @@ class SuiteRun:
             ncu.setdefault(self.running_arch or CPU, []).append(_ncu_baseline(profile, env(torch.cuda.is_available())))
         saved = []
         for arch in sorted(set(cases) | set(ncu)):
-            current = self.baseline(arch) or BaselineFile(arch=arch, description=f"Measured on {arch}.")
             path = baseline_path(self.options.baseline_dir, arch)
             arch_cases, arch_ncu = cases.get(arch, []), ncu.get(arch, [])
-            updated = current.with_measurements(arch_cases, self.ratio_table(on_gpu=arch != CPU) if arch_cases else {})
-            save_baseline(path, updated.with_ncu(arch_ncu))
+            ratios = self.ratio_table(on_gpu=arch != CPU) if arch_cases else {}
+            update_baseline(path, arch, partial(_merged, cases=arch_cases, ratios=ratios, ncu=arch_ncu))
             self._baselines.pop(arch, None)
             counts = [
                 f"{n} {what}" for n, what in ((len(arch_cases), "case(s)"), (len(arch_ncu), "ncu profile(s)")) if n
@@ -457,6 +463,16 @@ class SuiteRun:
         forced = " (forced past: " + "; ".join(refusals) + ")" if refusals else ""
         self.save_message = f"baseline saved: {', '.join(saved)}{forced}"
         return self.save_message
+
+
+def _merged(
+    current: BaselineFile,
+    *,
+    cases: list[CaseBaseline],
+    ratios: dict[str, dict[str, dict[str, float]]],
+    ncu: list[NcuBaseline],
+) -> BaselineFile:
+    return current.with_measurements(cases, ratios).with_ncu(ncu)
 
 
 def _ncu_baseline(profile: NcuProfile, env: dict[str, Any]) -> NcuBaseline:
