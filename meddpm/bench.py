@@ -28,6 +28,13 @@ from meddpm.train import TrainStep
 
 THROTTLE_CLOCK_FRACTION = 0.98
 
+# CPU runs default to the combos that finish in seconds there: bf16 conv3d crawls on CPUs
+# (about 12 s per tiny iteration) and compilation needs minutes; TF32 does not exist there.
+CPU_DEFAULT_COMBOS = ("baseline", "opt2")
+
+# What the CPU allocator says when a request cannot be met (Linux, then Windows wording).
+_CPU_OUT_OF_MEMORY = ("DefaultCPUAllocator: can't allocate memory", "DefaultCPUAllocator: not enough memory")
+
 
 @dataclass(frozen=True)
 class CampaignSettings:
@@ -220,11 +227,14 @@ class Campaign:
                 self._prepare(combo, notify)
             current = ""
             self._rounds(notify)
-        except torch.cuda.OutOfMemoryError:
+        except RuntimeError as exc:  # torch.cuda.OutOfMemoryError is one
+            if not _out_of_memory(exc):
+                raise
             self.close()
             where = f"combo {current!r}" if current else "the interleaved rounds"
+            memory = "GPU" if self.device.type == "cuda" else "CPU (RAM)"
             raise UserError(
-                f"out of GPU memory in {where} on preset {self.config.name!r} at batch size {self.batch_size}; "
+                f"out of {memory} memory in {where} on preset {self.config.name!r} at batch size {self.batch_size}; "
                 "try a smaller batch size or preset, or fewer combos at once"
             ) from None
         return self.results
@@ -286,7 +296,8 @@ class Campaign:
             worst = max(self.results.values(), key=lambda r: r.stats.rel_iqr)
             detail = f"worst rel. IQR {worst.stats.rel_iqr:.1%} ({worst.combo})" if done > 1 else ""
             notify(Progress("round", "", done, s.max_rounds, detail))
-            if done < s.min_rounds:
+            # Fixed rounds (min = max) run to the end: "converged" would claim a stop rule that never ran.
+            if done < s.min_rounds or s.min_rounds == s.max_rounds:
                 continue
             if all(r.reliable for r in self.results.values()):
                 reason = f"converged after {done} rounds"
@@ -321,6 +332,11 @@ class Campaign:
             peak = torch.cuda.max_memory_allocated(device) - others
             result.peak_allocated_bytes = max(result.peak_allocated_bytes or 0, peak)
             result.peak_reserved_bytes = max(result.peak_reserved_bytes or 0, torch.cuda.max_memory_reserved(device))
+
+
+def _out_of_memory(exc: RuntimeError) -> bool:
+    """Whether ``exc`` is the GPU's or the CPU allocator's out-of-memory error."""
+    return isinstance(exc, torch.cuda.OutOfMemoryError) or any(m in str(exc) for m in _CPU_OUT_OF_MEMORY)
 
 
 def _allocated(device: torch.device) -> int:

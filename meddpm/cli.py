@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import os
 import sys
+import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -12,22 +14,29 @@ from typing import NoReturn
 
 import pandas as pd
 import torch
+import torch.distributed
+from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from meddpm.atomic import write_json_atomic
-from meddpm.bench import Campaign, CampaignSettings, ComboResult
+from meddpm.bench import CPU_DEFAULT_COMBOS, Campaign, CampaignSettings, ComboResult
 from meddpm.bench import Progress as CampaignProgress
 from meddpm.combos import COMBOS, get_combo
 from meddpm.config import PRESETS, ModelConfig
 from meddpm.distributed import run_ddp
 from meddpm.errors import UserError
 from meddpm.measure.environment import environment
+from meddpm.measure.host_memory import host_memory_needed
 from meddpm.measure.kernel_mix import category_shares, profile_kernels
 from meddpm.report import ddp_table, format_table, kernel_mix_table, results_table
 from meddpm.sampling import time_sampling
 
 PROG = "meddpm-bench"
 JSON_SCHEMA = "meddpm-bench/2"
+GIB = 2**30
+CPU_DEFAULT_ITERS = 3
+# The adaptive options' argparse names and the CampaignSettings fields they set.
+_ADAPTIVE = {"min_rounds": "min_rounds", "max_rounds": "max_rounds", "rel_iqr": "rel_iqr_target", "budget": "budget_s"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -38,30 +47,50 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
+    # The adaptive options default to None, so that the ones a user gave can be told apart.
+    defaults = CampaignSettings()
     p = _Parser(
         prog=PROG,
         description="Time Med-DDPM training iterations (forward, L1 loss, backward, Adam) per combo.",
     )
     p.add_argument("--preset", help=f"model preset: {', '.join(PRESETS)} (default: paper on a GPU, tiny on CPU)")
-    p.add_argument("--combos", default="all", help=f"comma-separated combos or 'all': {', '.join(COMBOS)}")
+    p.add_argument(
+        "--combos",
+        help=f"comma-separated combos or 'all': {', '.join(COMBOS)} "
+        f"(default: all on a GPU, {','.join(CPU_DEFAULT_COMBOS)} on CPU)",
+    )
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default: auto = cuda if present)")
     p.add_argument("--batch-size", type=int, default=1, help="volumes per iteration (default: 1)")
     p.add_argument("--warmup", type=int, help="untimed warm-up iterations per combo (default: 3 on GPU, 1 on CPU)")
-    p.add_argument("--iters", type=int, help="exactly this many timed rounds (default: adaptive on GPU, 3 on CPU)")
-    p.add_argument("--min-rounds", type=int, default=5, help="adaptive: at least this many rounds (default: 5)")
-    p.add_argument("--max-rounds", type=int, default=30, help="adaptive: at most this many rounds (default: 30)")
     p.add_argument(
-        "--rel-iqr", type=float, default=0.02, help="adaptive: stop once every combo's IQR/median is below (0.02)"
+        "--iters",
+        type=int,
+        help=f"exactly this many timed rounds (default: adaptive on GPU, {CPU_DEFAULT_ITERS} on CPU "
+        "unless an adaptive option is given)",
     )
-    p.add_argument("--budget", type=float, default=300.0, help="adaptive: stop after this many seconds (300)")
+    p.add_argument(
+        "--min-rounds", type=int, help=f"adaptive: at least this many rounds (default: {defaults.min_rounds})"
+    )
+    p.add_argument(
+        "--max-rounds", type=int, help=f"adaptive: at most this many rounds (default: {defaults.max_rounds})"
+    )
+    p.add_argument(
+        "--rel-iqr",
+        type=float,
+        help=f"adaptive: stop once every combo's IQR/median is below ({defaults.rel_iqr_target})",
+    )
+    p.add_argument("--budget", type=float, help=f"adaptive: stop after this many seconds ({defaults.budget_s:.0f})")
     p.add_argument("--sample", action="store_true", help="also time one full reverse diffusion (all T steps) per combo")
     p.add_argument(
         "--kernel-mix", action="store_true", help="also profile one iteration per combo: GPU time by kernel category"
     )
     p.add_argument(
-        "--gpus", type=int, default=0, help="also measure DDP (torchrun, NCCL) on 1..N GPUs per combo, weak scaling"
+        "--gpus",
+        type=int,
+        default=0,
+        help="also measure DDP (torchrun) on 1..N GPUs per combo, weak scaling (NCCL; on the CPU: N gloo processes)",
     )
-    p.add_argument("--json", type=Path, help="where to write results (default: bench-results/<time>-<preset>.json)")
+    p.add_argument("--json", help="where to write results (default: bench-results/<time>-<preset>.json)")
     return p
 
 
@@ -85,8 +114,10 @@ def resolve_device(name: str) -> torch.device:
     return device
 
 
-def resolve_combos(spec: str) -> list[str]:
-    """Combo names from a comma-separated list (or 'all'), validated."""
+def resolve_combos(spec: str | None, on_gpu: bool) -> list[str]:
+    """Combo names from a comma-separated list (or 'all'), validated; None: all on a GPU, CPU_DEFAULT_COMBOS on CPU."""
+    if spec is None:
+        return list(COMBOS) if on_gpu else list(CPU_DEFAULT_COMBOS)
     names = list(COMBOS) if spec == "all" else [n.strip() for n in spec.split(",") if n.strip()]
     if not names:
         raise UserError(f"no combos given; choose from {', '.join(COMBOS)} or 'all'")
@@ -102,18 +133,91 @@ def _positive(name: str, value: int) -> int:
 
 
 def _settings(args: argparse.Namespace, on_gpu: bool) -> CampaignSettings:
+    """Fixed rounds for --iters (and on the CPU by default), else adaptive with the options given."""
     warmup = args.warmup if args.warmup is not None else (3 if on_gpu else 1)
-    iters = args.iters if args.iters is not None else (None if on_gpu else 3)
-    if iters is not None:
-        _positive("--iters", iters)
-        return CampaignSettings(warmup=warmup, min_rounds=iters, max_rounds=iters, budget_s=args.budget)
-    return CampaignSettings(
-        warmup=warmup,
-        min_rounds=args.min_rounds,
-        max_rounds=args.max_rounds,
-        rel_iqr_target=args.rel_iqr,
-        budget_s=args.budget,
-    )
+    adaptive = {field: getattr(args, name) for name, field in _ADAPTIVE.items() if getattr(args, name) is not None}
+    if args.iters is not None and adaptive:
+        given = ", ".join(f"--{name.replace('_', '-')}" for name in _ADAPTIVE if getattr(args, name) is not None)
+        raise UserError(f"--iters fixes the number of rounds, so {given} would be ignored; give one or the other")
+    if args.iters is None and (on_gpu or adaptive):
+        return CampaignSettings(warmup=warmup, **adaptive)
+    iters = _positive("--iters", args.iters if args.iters is not None else CPU_DEFAULT_ITERS)
+    return CampaignSettings(warmup=warmup, min_rounds=iters, max_rounds=iters)
+
+
+def _check_extras(args: argparse.Namespace, device: torch.device) -> None:
+    """Refuse the extras that cannot work here now, rather than after minutes of measuring."""
+    if args.kernel_mix and device.type != "cuda":
+        raise UserError("--kernel-mix profiles CUDA kernels; run it on a GPU or leave it out")
+    if args.gpus < 0:
+        raise UserError(f"--gpus must be 0 (no DDP) or more, got {args.gpus}")
+    if not args.gpus:
+        return
+    if not torch.distributed.is_available():
+        raise UserError("--gpus needs torch.distributed, which this PyTorch build lacks; leave --gpus out")
+    if device.type == "cuda" and args.gpus > torch.cuda.device_count():
+        raise UserError(f"--gpus {args.gpus} asks for more GPUs than the {torch.cuda.device_count()} visible; lower it")
+    cores = os.cpu_count() or 1
+    if device.type == "cpu" and args.gpus > cores:
+        # torchrun gives each rank one thread: more ranks than cores would time contention, not scaling.
+        raise UserError(
+            f"--gpus {args.gpus} on the CPU runs {args.gpus} processes on {cores} cores; use {cores} at most"
+        )
+
+
+def _json_path(given: str | None, preset: str) -> Path:
+    """Where the results go, checked writable now: a failed write would lose the whole run."""
+    if given == "":
+        raise UserError("--json is empty; give a file path such as results.json")
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    path = Path(given) if given is not None else Path("bench-results") / f"{stamp}-{preset}.json"
+    if path.is_dir():
+        raise UserError(f"{path} is a directory; give --json a file path such as {path / 'results.json'}")
+    # The writer makes missing folders, so the nearest one that exists is where writing is decided.
+    folder = next(p for p in (path.parent, *path.parent.parents) if p.exists())
+    if not folder.is_dir():
+        raise UserError(f"cannot write the results to {path}: {folder} is a file; give another --json path")
+    # A probe file, not os.access: permission bits say nothing of read-only mounts, ACLs or root.
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".probe", dir=folder)
+    except OSError as exc:
+        raise UserError(
+            f"cannot write the results to {path}: {exc.strerror} in {folder}; give a writable --json path"
+        ) from None
+    os.close(fd)
+    os.unlink(probe)
+    return path
+
+
+def _check_ram(config: ModelConfig, combos: Sequence[str], batch: int, ddp_processes: int) -> None:
+    """Refuse a CPU run that cannot fit in the RAM available, before building anything."""
+    available = _available_memory()
+    if available is None:
+        return  # Not Linux and no psutil: the campaign's out-of-memory error still tells.
+    need = host_memory_needed(config, [get_combo(n) for n in combos], batch, ddp_processes=ddp_processes)
+    if need > available:
+        ddp = f" and DDP on {ddp_processes} processes" if ddp_processes else ""
+        raise UserError(
+            f"preset {config.name!r} at batch size {batch} with combos {', '.join(combos)}{ddp} needs at least "
+            f"{need / GIB:.1f} GiB of RAM, but {available / GIB:.1f} GiB is available; "
+            "use a smaller preset (tiny) or batch, fewer combos, or a GPU"
+        )
+
+
+def _available_memory() -> int | None:
+    """Bytes of RAM available to a new allocation (free plus reclaimable cache), or None if unknown."""
+    try:
+        import psutil  # optional, not a dependency: it knows every platform's figure
+    except ImportError:
+        psutil = None
+    if psutil is not None:
+        return int(psutil.virtual_memory().available)
+    try:
+        with open("/proc/meminfo") as meminfo:
+            fields = dict(line.split(":", 1) for line in meminfo)
+        return int(fields["MemAvailable"].split()[0]) * 1024  # in KiB
+    except (OSError, KeyError, ValueError):
+        return None
 
 
 def run(argv: Sequence[str] | None = None) -> int:
@@ -122,9 +226,13 @@ def run(argv: Sequence[str] | None = None) -> int:
     device = resolve_device(args.device)
     on_gpu = device.type == "cuda"
     config = ModelConfig.preset(args.preset or ("paper" if on_gpu else "tiny"))
-    combos = resolve_combos(args.combos)
+    combos = resolve_combos(args.combos, on_gpu)
     batch = _positive("--batch-size", args.batch_size)
     settings = _settings(args, on_gpu)
+    _check_extras(args, device)
+    json_path = _json_path(args.json, config.name)
+    if not on_gpu:
+        _check_ram(config, combos, batch, args.gpus)
     if on_gpu:
         torch.cuda.set_device(device)
 
@@ -140,27 +248,21 @@ def run(argv: Sequence[str] | None = None) -> int:
         f"{settings.warmup} warm-up iterations per combo, then {rounds} interleaved rounds",
         file=sys.stderr,
     )
+    if args.combos is None and not on_gpu:
+        rest = [name for name in COMBOS if name not in combos]
+        print(
+            f"{PROG}: on the CPU the default is {', '.join(combos)}; --combos all adds {', '.join(rest)} "
+            "(TF32 is plain fp32 on CPUs, and bf16 convolution some 40 times slower: minutes more)",
+            file=sys.stderr,
+        )
 
     campaign = Campaign(config, [get_combo(n) for n in combos], device, batch_size=batch, settings=settings)
-    columns = [TextColumn("{task.description:<24}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
-    with Progress(*columns, transient=False) as progress:
-        tasks = {name: progress.add_task(f"warm-up {name}", total=settings.warmup) for name in combos}
-        rounds_task = progress.add_task("interleaved rounds", total=settings.max_rounds)
-
-        def show(p: CampaignProgress) -> None:
-            if p.phase == "warmup":
-                progress.update(tasks[p.combo], completed=p.done, description=f"warm-up {p.combo} {p.detail}")
-            else:
-                progress.update(rounds_task, completed=p.done, description=f"rounds {p.detail}")
-
-        results = list(campaign.run(show).values())
+    results = list(_measure(campaign, combos, settings).values())
     # The training table first, and the JSON rewritten after every extra: the kernel mix, sampling
     # and DDP take minutes, and an interrupted or timed-out run keeps what it had measured.
     print(format_table(results_table(results)))
     print(f"stopped: {results[0].stop_reason}")
     _print_gpu_state(results)
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    json_path = args.json or Path("bench-results") / f"{stamp}-{config.name}.json"
     extras: dict[str, object] = {}
 
     def save() -> None:
@@ -172,11 +274,15 @@ def run(argv: Sequence[str] | None = None) -> int:
             "results": [r.as_dict() for r in results],
             **extras,
         }
-        write_json_atomic(json_path, document)
+        try:
+            write_json_atomic(json_path, document)
+        except OSError as exc:  # checked writable at the start, so the disk filled or the folder went
+            raise UserError(f"cannot write the results to {json_path}: {exc.strerror}; free space or fix it") from None
 
     save()
+    print(f"results written to {json_path}")
     if args.kernel_mix:
-        extras["kernel_mix"] = _kernel_mix(campaign, device)
+        extras["kernel_mix"] = _kernel_mix(campaign)
         save()
     campaign.close()
     if args.sample:
@@ -185,14 +291,41 @@ def run(argv: Sequence[str] | None = None) -> int:
     if args.gpus:
         extras["ddp"] = _ddp(config, combos, args.gpus, device, batch, settings)
         save()
-    print(f"results written to {json_path}")
+    if extras:
+        print(f"results written to {json_path}, with {', '.join(extras)}")
     return 0
 
 
-def _kernel_mix(campaign: Campaign, device: torch.device) -> dict[str, list[dict[str, object]]]:
+def _measure(campaign: Campaign, combos: Sequence[str], settings: CampaignSettings) -> dict[str, ComboResult]:
+    """Run the campaign with progress on stderr: rich's bars on a terminal, else a plain line per step.
+
+    rich draws only on a terminal, so a log file (CI) would otherwise show nothing for minutes.
+    """
+    console = Console(stderr=True)
+    if not console.is_terminal:
+
+        def log(p: CampaignProgress) -> None:
+            step = f"warm-up {p.combo}" if p.phase == "warmup" else "round"
+            detail = f": {p.detail}" if p.detail else ""
+            print(f"{PROG}: {step} {p.done}/{p.total}{detail}", file=sys.stderr, flush=True)
+
+        return campaign.run(log)
+    columns = [TextColumn("{task.description:<24}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
+    with Progress(*columns, console=console, transient=False) as progress:
+        tasks = {name: progress.add_task(f"warm-up {name}", total=settings.warmup) for name in combos}
+        rounds_task = progress.add_task("interleaved rounds", total=settings.max_rounds)
+
+        def show(p: CampaignProgress) -> None:
+            if p.phase == "warmup":
+                progress.update(tasks[p.combo], completed=p.done, description=f"warm-up {p.combo} {p.detail}")
+            else:
+                progress.update(rounds_task, completed=p.done, description=f"rounds {p.detail}")
+
+        return campaign.run(show)
+
+
+def _kernel_mix(campaign: Campaign) -> dict[str, list[dict[str, object]]]:
     """Profile one more iteration of each combo; print and return GPU time by kernel category."""
-    if device.type != "cuda":
-        raise UserError("--kernel-mix profiles CUDA kernels; run it on a GPU")
     kernels_by_combo: dict[str, list[dict[str, object]]] = {}
     by_category = {}
     for name, step in campaign.steps.items():
@@ -222,10 +355,11 @@ def _ddp(
 ) -> list[dict[str, object]]:
     """World sizes 1..gpus per combo under DDP; print the scaling table and return the raw results."""
     kind = "cuda" if device.type == "cuda" else "cpu"
+    unit = ("GPU", "GPUs") if kind == "cuda" else ("process", "processes")  # gloo ranks share the CPU
     results = []
     for name in combos:
-        for world in range(1, _positive("--gpus", gpus) + 1):
-            print(f"DDP: {name} on {world} {'GPU' if kind == 'cuda' else 'process'}(es)...", file=sys.stderr)
+        for world in range(1, gpus + 1):
+            print(f"DDP: {name} on {world} {unit[world > 1]}...", file=sys.stderr)
             results.append(
                 run_ddp(
                     config.name,
@@ -261,7 +395,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return run(argv)
     except UserError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        # One line even where a message quotes a subprocess's output (a DDP worker's, say).
+        print(f"{PROG}: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)

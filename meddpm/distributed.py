@@ -186,9 +186,8 @@ def _torchrun(world_size: int, worker_args: list[str], what: str, timeout_s: flo
                 for line in proc.stderr.splitlines()
                 if _EXCEPTION.search(line) and "elastic" not in line
             ]
-            raise UserError(
-                f"{what} on {world_size} process(es) failed: {errors[-1] if errors else proc.stderr[-300:]}"
-            )
+            reason = errors[-1] if errors else " ".join(proc.stderr[-300:].split())  # one line, whatever it said
+            raise UserError(f"{what} on {world_size} process(es) failed: {reason}")
         return json.loads(out.read_text())
 
 

@@ -66,21 +66,25 @@ def format_table(table: pd.DataFrame) -> str:
 
 
 def ddp_table(results: Sequence[DdpResult]) -> pd.DataFrame:
-    """One row per (combo, world size): slowest-rank time, throughput, scaling efficiency, overheads."""
+    """One row per (combo, world size): slowest-rank time, throughput, scaling efficiency, overheads.
+
+    The ranks are counted as GPUs under NCCL, and as processes otherwise (gloo on the CPU).
+    """
     single = {r.combo: r for r in results if r.world_size == 1}
+    unit = "GPU" if all(r.backend == "nccl" for r in results) else "process"
     rows = []
     for r in results:
         peak, energy = r.max_peak_allocated_bytes, r.mean_energy_j_per_iter
         rows.append(
             {
                 "combo": r.combo,
-                "GPUs": r.world_size,
+                "GPUs" if unit == "GPU" else "processes": r.world_size,
                 "ms/iter": r.median_ms,
                 "samples/s": r.samples_per_s,
                 "efficiency": scaling_efficiency(r, single[r.combo]) if r.combo in single else float("nan"),
                 "exposed comm ms": r.exposed_comm_ms,
                 "peak GiB/rank": peak / GIB if peak is not None else float("nan"),
-                "J/iter/GPU": energy if energy is not None else float("nan"),
+                f"J/iter/{unit}": energy if energy is not None else float("nan"),
             }
         )
     return pd.DataFrame(rows)

@@ -1,10 +1,12 @@
-"""The interleaved campaign on the CPU: stop rules, paired ratios, settings validation."""
+"""The interleaved campaign on the CPU: stop rules, paired ratios, settings validation, memory."""
 
 import pytest
 import torch
 
-from meddpm import COMBOS, UserError
-from meddpm.bench import Campaign, CampaignSettings
+from meddpm import COMBOS, ModelConfig, UserError
+from meddpm.bench import CPU_DEFAULT_COMBOS, Campaign, CampaignSettings
+from meddpm.measure.host_memory import host_memory_needed
+from meddpm.suite.options import CPU_DEFAULT_COMBOS as SUITE_CPU_DEFAULT_COMBOS
 
 
 def run(micro, **settings) -> Campaign:
@@ -56,3 +58,54 @@ def test_rounds_stop_when_the_budget_is_spent(micro):
 def test_bad_settings_are_user_errors(settings, message):
     with pytest.raises(UserError, match=message.replace("(", r"\(").replace(")", r"\)")):
         CampaignSettings(**settings)
+
+
+def test_fixed_rounds_run_to_the_end_and_never_claim_convergence(micro):
+    # min = max: the stop rules never ran, even where the spread would have met the target.
+    campaign = run(micro, min_rounds=2, max_rounds=2, rel_iqr_target=10.0)
+    assert campaign.results["baseline"].stop_reason == "round limit of 2 reached"
+
+
+def test_cpu_out_of_memory_is_a_user_error(micro, monkeypatch):
+    def out_of_memory(*_):
+        raise RuntimeError(
+            "[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't allocate memory: "
+            "you tried to allocate 21474836480 bytes. Error code 12 (Cannot allocate memory)"
+        )
+
+    monkeypatch.setattr("meddpm.bench.time_once", out_of_memory)
+    campaign = Campaign(micro, [COMBOS["baseline"]], torch.device("cpu"), settings=CampaignSettings(warmup=1))
+    message = "out of CPU (RAM) memory in combo 'baseline' on preset 'micro' at batch size 1; try a smaller"
+    with pytest.raises(UserError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        campaign.run()
+    assert not campaign.steps
+
+
+def test_other_runtime_errors_are_not_taken_for_out_of_memory(micro, monkeypatch):
+    def broken(*_):
+        raise RuntimeError("a bug, not memory")
+
+    monkeypatch.setattr("meddpm.bench.time_once", broken)
+    campaign = Campaign(micro, [COMBOS["baseline"]], torch.device("cpu"), settings=CampaignSettings(warmup=1))
+    with pytest.raises(RuntimeError, match="a bug, not memory"):
+        campaign.run()
+
+
+def test_host_memory_estimate_is_a_lower_bound_of_the_measured_peak():
+    paper, gib = ModelConfig.preset("paper"), 2**30
+    baseline = host_memory_needed(paper, [COMBOS["baseline"]], 1)
+    # An H200 measured 18.73 GiB for paper/baseline (README), cuDNN's workspace included.
+    assert 16 * gib < baseline < 18.73 * gib
+    # bf16 keeps at most half the activations; a compiled combo's are not bounded at all.
+    assert host_memory_needed(paper, [COMBOS["amp_bf16"]], 1) < 0.6 * baseline
+    assert host_memory_needed(paper, [COMBOS["fast"]], 1) < 0.1 * baseline
+    # Another combo adds only its resident state; DDP ranks each hold a whole step.
+    pair = host_memory_needed(paper, [COMBOS["baseline"], COMBOS["opt2"]], 1)
+    assert baseline < pair < baseline + gib
+    assert host_memory_needed(paper, [COMBOS["baseline"]], 1, ddp_processes=2) == pytest.approx(2 * baseline, 1e-6)
+
+
+def test_cpu_default_combos_are_the_suites():
+    # The suite defines its own copy until it imports this one (meddpm.suite.options pulls in pytest,
+    # which the bench must not need).
+    assert CPU_DEFAULT_COMBOS == SUITE_CPU_DEFAULT_COMBOS
