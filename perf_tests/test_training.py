@@ -2,8 +2,10 @@
 
 ``pytest perf_tests -m h200`` (or v100, a100, h100) measures every combo of the preset on
 this GPU, interleaved, and fails with a one-line reason when a case got slower (significant
-and beyond tolerance), hungrier or less efficient than ``baselines/<arch>.json``, or when a
-ratio between combos leaves the architecture's stored expectation.
+and beyond its threshold), hungrier or less efficient than ``baselines/<arch>.json``, or when a
+ratio between combos leaves the architecture's stored expectation. With ``--compare-to=REV``
+it measures REV and the working tree in alternating processes instead, and fails a case whose
+working-tree time is significantly slower by more than the case's noise threshold.
 """
 
 import math
@@ -13,13 +15,19 @@ import pytest
 from meddpm.suite.runner import PerfCase, RatioCase, SuiteRun
 
 
-def test_training_step(perf_case: PerfCase, perf_suite: SuiteRun, benchmark):
+def test_training_step(perf_case: PerfCase, perf_suite: SuiteRun, request: pytest.FixtureRequest):
     result = perf_suite.result(perf_case)
     assert result.samples_ms and all(math.isfinite(s) and s > 0 for s in result.samples_ms)
     assert result.stats.rounds >= perf_suite.options.min_rounds
     assert result.flops_per_iter > 0
-    perf_suite.time_with_benchmark(perf_case, benchmark)
+    perf_suite.time_with_benchmark(perf_case, request)
 
+    if perf_suite.options.compare_to:
+        # A/B: the working tree against the revision, both measured here; stored numbers play no part.
+        failures = [v.message() for v in perf_suite.judge_against_revision(perf_case) if v.failed]
+        if failures:
+            pytest.fail("\n".join(failures), pytrace=False)
+        return
     if not result.reliable:
         perf_suite.records[perf_case.id].outcome = "unreliable"
         pytest.skip(

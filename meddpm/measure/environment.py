@@ -21,17 +21,17 @@ def git_commit(path: Path | None = None) -> str:
     if os.environ.get("MEDDPM_COMMIT"):
         return os.environ["MEDDPM_COMMIT"]
     cwd = path or Path(__file__).resolve().parent
-    head = _git(["rev-parse", "HEAD"], cwd)
+    head = git_output(["rev-parse", "HEAD"], cwd)
     if head is None:
         return "unknown"
-    changed = _git(["status", "--porcelain", "--untracked-files=no"], cwd)
+    changed = git_output(["status", "--porcelain", "--untracked-files=no"], cwd)
     return f"{head}+dirty" if changed else head
 
 
-def _git(args: list[str], cwd: Path) -> str | None:
+def git_output(args: list[str], cwd: Path, timeout_s: float = 10.0) -> str | None:
     """git's output, stripped, or None where git is missing or fails."""
     try:
-        out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10)
+        out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout_s)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip() if out.returncode == 0 else None

@@ -1,15 +1,17 @@
 """Per-architecture baseline files (``baselines/<arch>.json``): schema, loading and atomic saving.
 
-Schema ``meddpm-baseline/1`` (documented in ``baselines/README.md``)::
+Schema ``meddpm-baseline/2`` (documented in ``baselines/README.md``)::
 
     {
-      "schema": "meddpm-baseline/1",
+      "schema": "meddpm-baseline/2",
       "arch": "h200",
       "tolerances": {"time_rel": 0.05, "memory_rel": 0.02, "energy_rel": 0.10, "alpha": 0.01},
       "expectations": [{"preset": "paper", "metric": "time", "combo": "opt1", "reference": "baseline",
                         "max": 0.25, "min": null, "provenance": "measured", "source": "..."}],
       "cases": {"paper/opt1/b1": {"preset": ..., "combo": ..., "batch_size": ..., "provenance": "measured",
                                    "samples_ms": [...], "median_ms": ..., "energy_samples_j": [...], ...,
+                                   "process_medians_ms": [...], "noise": {"between_process_rel": ...,
+                                   "between_run_rel": ..., "between_run_source": "..."},
                                    "environment": {...}}},
       "ratios": {"paper/b1": {"opt1/baseline": {"median": ..., "q1": ..., "q3": ...}}},
       "ncu": {"paper/opt1/b1": {"provenance": "measured", "totals": {"sm_cycles": ..., ...},
@@ -18,6 +20,10 @@ Schema ``meddpm-baseline/1`` (documented in ``baselines/README.md``)::
 
 Expectations on Nsight Compute figures name the metric ``ncu:<key>`` (e.g. ``ncu:sm_cycles``,
 keys in :mod:`meddpm.measure.ncu_metrics`); ``ncu`` keeps the measured per-iteration totals.
+
+Version 2 added each case's per-process medians (the unit of its time verdict) and its measured
+noise; a version-1 file is read as version 2 with neither (its cases are judged as before, by
+rounds) and is written back as version 2 by the next save.
 
 ``tolerances`` may be overridden per case. ``ratios`` records the interleaved ratios of the
 run that saved the cases, for reviewers; verdicts use ``expectations``. Files are written
@@ -39,7 +45,8 @@ from filelock import FileLock, Timeout
 from meddpm.atomic import write_text_atomic
 from meddpm.errors import UserError
 
-SCHEMA = "meddpm-baseline/1"
+SCHEMA = "meddpm-baseline/2"
+OLD_SCHEMAS = ("meddpm-baseline/1",)  # read and upgraded in memory
 PROVENANCES = ("measured", "paper", "target")
 
 
@@ -113,6 +120,20 @@ class Expectation:
 
 
 @dataclass(frozen=True)
+class Noise:
+    """How much a case's time varies between processes on one machine and between runs (machine starts).
+
+    Both are relative standard deviations (0.01 = 1 %). ``between_process_rel`` comes from the
+    saving run's processes; ``between_run_rel`` from repeated runs on fresh machines, set by
+    hand with its ``between_run_source`` and kept by re-saves, like tolerances.
+    """
+
+    between_process_rel: float | None = None
+    between_run_rel: float | None = None
+    between_run_source: str = ""
+
+
+@dataclass(frozen=True)
 class CaseBaseline:
     """The stored measurement of one case."""
 
@@ -132,6 +153,8 @@ class CaseBaseline:
     environment: dict[str, Any]
     tolerances: Tolerances | None = None
     world_size: int = 1
+    process_medians_ms: list[float] = field(default_factory=list)  # empty: measured in one process
+    noise: Noise = Noise()
 
     @property
     def key(self) -> CaseKey:
@@ -192,9 +215,17 @@ class BaselineFile:
         """A copy with these cases and ratios replaced or added; every other entry is kept."""
         merged = dict(self.cases)
         for case in cases:
-            # A case's own tolerances are policy, set by hand: a re-save keeps them.
+            # A case's own tolerances and its between-run noise are policy or come from other runs:
+            # a re-save keeps them.
             kept = self.cases.get(str(case.key))
-            merged[str(case.key)] = replace(case, tolerances=kept.tolerances) if kept else case
+            if kept:
+                noise = replace(
+                    case.noise,
+                    between_run_rel=kept.noise.between_run_rel,
+                    between_run_source=kept.noise.between_run_source,
+                )
+                case = replace(case, tolerances=kept.tolerances, noise=noise)
+            merged[str(case.key)] = case
         return replace(self, cases=dict(sorted(merged.items())), ratios={**self.ratios, **ratios})
 
     def with_ncu(self, profiles: list[NcuBaseline]) -> BaselineFile:
@@ -220,6 +251,8 @@ def load_baseline(path: Path, arch: str) -> BaselineFile | None:
         raise BaselineError(f"cannot read baseline file {path}: {exc}; {fix}") from None
     except json.JSONDecodeError as exc:
         raise BaselineError(f"baseline file {path} is corrupt (not JSON: {exc}); {fix}") from None
+    if isinstance(data, dict) and data.get("schema") in OLD_SCHEMAS:
+        data = {**data, "schema": SCHEMA}  # version 2 only adds fields, each with a default
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         found = data.get("schema") if isinstance(data, dict) else type(data).__name__
         raise BaselineError(
@@ -268,6 +301,16 @@ def validate(baseline: BaselineFile) -> None:
         _require(case.world_size >= 1, f"{where}.world_size", case.world_size, "1 or more")
         if case.tolerances is not None:
             _check_tolerances(f"{where}.tolerances", case.tolerances)
+        for i, median in enumerate(case.process_medians_ms):
+            _require(
+                median > 0 and math.isfinite(median),
+                f"{where}.process_medians_ms[{i}]",
+                median,
+                "a finite time above 0",
+            )
+        for name in ("between_process_rel", "between_run_rel"):
+            value = getattr(case.noise, name)
+            _require(value is None or 0 <= value < 1, f"{where}.noise.{name}", value, "a fraction from 0 to 1, or null")
     for e in baseline.expectations:
         where = f"expectation {e.ratio_name!r} ({e.metric})"
         for name in ("min", "max"):
@@ -305,6 +348,16 @@ def _tolerances(data: dict[str, Any] | None) -> Tolerances | None:
     return Tolerances(**{k: float(v) for k, v in data.items()})
 
 
+def _noise(data: dict[str, Any] | None) -> Noise:
+    if data is None:
+        return Noise()
+    unknown = set(data) - {f.name for f in fields(Noise)}
+    if unknown:
+        raise ValueError(f"unknown noise field {sorted(unknown)[0]!r}")
+    rel = {k: None if data.get(k) is None else float(data[k]) for k in ("between_process_rel", "between_run_rel")}
+    return Noise(**rel, between_run_source=str(data.get("between_run_source", "")))
+
+
 def _provenance(value: str, where: str) -> str:
     if value not in PROVENANCES:
         raise ValueError(f"{where} has provenance {value!r}, expected one of {', '.join(PROVENANCES)}")
@@ -332,6 +385,8 @@ def _case(key: str, d: dict[str, Any]) -> CaseBaseline:
         environment=dict(d["environment"]),
         tolerances=_tolerances(d.get("tolerances")),
         world_size=int(d.get("world_size", 1)),
+        process_medians_ms=[float(x) for x in d.get("process_medians_ms", [])],
+        noise=_noise(d.get("noise")),
     )
     if str(case.key) != key:
         raise ValueError(f"case {key!r} describes {case.key}")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from meddpm.bench import CampaignSettings
+from meddpm.bench import CPU_DEFAULT_COMBOS, CampaignSettings
 from meddpm.combos import COMBOS, get_combo
 from meddpm.config import ModelConfig
 from meddpm.errors import UserError
@@ -16,9 +16,9 @@ from meddpm.measure.ncu import CLOCK_CONTROLS, NcuSettings
 from meddpm.measure.ncu_metrics import DEFAULT_GROUPS, GROUPS
 from meddpm.suite.arch import validate_arch
 
-# CPU cases default to the combos that finish in seconds there: bf16 conv3d crawls on CPUs
-# (about 12 s per tiny iteration) and compilation needs minutes; TF32 does not exist there.
-CPU_DEFAULT_COMBOS = ("baseline", "opt2")
+# Processes a side in an A/B run unless --perf-processes says otherwise: with the measured 0.3 %
+# between-process spread, five a side find 95 % of 1 % slowdowns (docs/statistics.md).
+AB_PROCESSES = 5
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,13 @@ class SuiteOptions:
     benchmark_rounds: int
     results_dir: Path
     ncu: NcuSettings | None = None  # None: Nsight Compute cases are off
+    processes: int = 1  # measuring processes per case (per side in an A/B run); 1: in this process
+    compare_to: str | None = None  # a git revision to measure against, alternating processes
+
+    @property
+    def in_processes(self) -> bool:
+        """Whether cases are measured in worker processes rather than in the pytest process."""
+        return self.processes > 1 or self.compare_to is not None
 
     def preset_for(self, on_gpu: bool) -> str:
         """``--preset``, else paper on a GPU and tiny on the CPU."""
@@ -119,6 +126,20 @@ def add_options(parser: pytest.Parser) -> None:
         type=Path,
         default=Path("perf-results"),
         help="where the run's results JSON and Markdown summary go (default: perf-results)",
+    )
+    g.addoption(
+        "--perf-processes",
+        type=int,
+        default=None,
+        help="measure every case in N fresh processes (each its own CUDA context, autotuning and compilation) "
+        "and judge the per-process medians (default: 1, in the pytest process; 5 a side with --compare-to)",
+    )
+    g.addoption(
+        "--compare-to",
+        default=None,
+        metavar="REV",
+        help="A/B: measure git revision REV and the working tree in alternating processes on this device "
+        "and fail a case whose slowdown is significant and beyond its noise threshold",
     )
     g.addoption("--ncu", action="store_true", help="run the Nsight Compute cases (tests marked ncu; off by default)")
     g.addoption(
@@ -211,7 +232,25 @@ def parse_options(config: pytest.Config) -> SuiteOptions:
         benchmark_rounds=opt("--perf-benchmark-rounds"),
         results_dir=opt("--perf-results-dir"),
         ncu=_ncu_settings(config) if opt("--ncu") else None,
+        processes=_processes(opt("--perf-processes"), opt("--compare-to")),
+        compare_to=_revision(opt("--compare-to"), saving),
     )
+
+
+def _processes(given: int | None, compare_to: str | None) -> int:
+    processes = given if given is not None else AB_PROCESSES if compare_to is not None else 1
+    _at_least("--perf-processes", processes, 2 if compare_to is not None else 1)
+    return processes
+
+
+def _revision(rev: str | None, saving: bool) -> str | None:
+    if rev is None:
+        return None
+    if not rev.strip():
+        raise UserError("--compare-to is empty; give a commit, branch or tag, e.g. --compare-to=origin/main")
+    if saving:
+        raise UserError("--compare-to measures two revisions and saves neither; drop --save-baseline or --compare-to")
+    return rev.strip()
 
 
 def _ncu_settings(config: pytest.Config) -> NcuSettings:

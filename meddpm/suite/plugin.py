@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from meddpm.errors import UserError
+from meddpm.measure.revision import checkout_root, resolve_revision
 from meddpm.report import ddp_table
 from meddpm.suite.arch import KNOWN_ARCHS, detect_arch
 from meddpm.suite.options import add_options, parse_options
@@ -49,6 +50,8 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", f"{name}: {doc}")
     try:
         options = parse_options(config)
+        if options.compare_to:  # an unknown or too old revision is found now, not after measuring
+            resolve_revision(options.compare_to, checkout_root())
     except UserError as exc:
         raise pytest.UsageError(str(exc)) from None
     running = options.arch or (detect_arch(torch.device("cuda")) if torch.cuda.is_available() else None)
@@ -204,6 +207,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         suite.close()
 
 
+def _detectable(verdicts: list) -> str:
+    """The smallest time change the case's verdict could have flagged, as text ("" before judging)."""
+    time = [v.detectable for v in verdicts if v.metric == "time" and v.detectable is not None]
+    return f"{time[0]:.1%}" if time else ""
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     suite = config.stash.get(SUITE, None)
     if suite is None or not suite.measured_anything:
@@ -222,6 +231,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
                 "rounds": r.result.stats.rounds,
                 "TFLOP/s": r.result.tflops,
                 "J/iter": r.result.energy_j_per_iter,
+                "processes": len(r.process_medians_ms) or 1,
+                "detectable": _detectable(r.verdicts),
                 "outcome": r.outcome,
             }
             for r in suite.records.values()
@@ -237,7 +248,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         tr.write_line(f"{arch}: {verdict.message()} -> {verdict.outcome}")
     for r in suite.records.values():
         for v in r.verdicts:
-            if v.outcome not in ("unchanged", "not measured"):
+            if v.outcome not in ("unchanged", "not measured") or v.comparison is not None:
                 tr.write_line(v.message())
     if suite.save_message:
         tr.write_line(suite.save_message, bold=True, red=suite.save_message.startswith("baseline not saved"))

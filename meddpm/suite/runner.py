@@ -7,6 +7,7 @@ results and verdicts. Measurements happen lazily, one interleaved :class:`Campai
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pytest
 import torch
 
 from meddpm.atomic import write_json_atomic, write_text_atomic
@@ -22,9 +24,12 @@ from meddpm.combos import get_combo
 from meddpm.config import ModelConfig
 from meddpm.distributed import DdpResult
 from meddpm.errors import UserError
+from meddpm.measure.compare import between_process_spread, compare_processes, noise_threshold, pooled_spread
 from meddpm.measure.environment import environment
 from meddpm.measure.ncu import NcuProfile, profile_combo
 from meddpm.measure.ncu_metrics import METRICS, family_of
+from meddpm.measure.processes import ProcessCampaign
+from meddpm.measure.revision import checkout_root, package_root, revision, working_tree
 from meddpm.measure.stats import Stats
 from meddpm.measure.timing import synchronize
 from meddpm.plots import kernel_mix_chart
@@ -36,13 +41,15 @@ from meddpm.suite.baseline import (
     CaseKey,
     Expectation,
     NcuBaseline,
+    Noise,
+    Tolerances,
     baseline_path,
     load_baseline,
     update_baseline,
 )
 from meddpm.suite.options import SuiteOptions
 from meddpm.suite.summary import markdown_summary
-from meddpm.suite.verdict import Verdict, judge_case, judge_expectation, judge_samples
+from meddpm.suite.verdict import Verdict, judge_case, judge_expectation, judge_processes, judge_samples
 
 RESULTS_SCHEMA = "meddpm-perf-results/1"
 CPU = "cpu"
@@ -93,6 +100,7 @@ class CaseRecord:
     result: ComboResult
     outcome: str = "measured"  # then "ok", "regression", "improvement", "unreliable", "no baseline"
     verdicts: list[Verdict] = field(default_factory=list)
+    process_medians_ms: list[float] = field(default_factory=list)  # empty: measured in the pytest process
 
 
 class SuiteRun:
@@ -171,50 +179,75 @@ class SuiteRun:
             raise self._campaign_errors[key]
         return self._campaigns[key]
 
-    def _run_campaign(self, on_gpu: bool, preset: str, batch_size: int, key: tuple[str, str, int]) -> Campaign:
+    def _run_campaign(
+        self, on_gpu: bool, preset: str, batch_size: int, key: tuple[str, str, int]
+    ) -> Campaign | ProcessCampaign:
         combos = self.options.combos_for(on_gpu)
         settings = self.options.campaign_settings(on_gpu)
+        o = self.options
+        processes = f" in {o.processes} processes" + (f" each, alternating with {o.compare_to}" if o.compare_to else "")
         self.write_line(
-            f"\nmeddpm: measuring {preset} b{batch_size} on {self.running_arch if on_gpu else CPU}: "
+            f"\nmeddpm: measuring {preset} b{batch_size} on {self.running_arch if on_gpu else CPU}{processes}: "
             f"{', '.join(combos)}; {settings.warmup} warm-up iterations each, then "
             f"{settings.min_rounds}-{settings.max_rounds} interleaved rounds to "
             f"{settings.rel_iqr_target:.0%} rel. IQR within {settings.budget_s:.0f} s"
         )
-        campaign = Campaign(
-            ModelConfig.preset(preset),
-            [get_combo(c) for c in combos],
-            self.device(on_gpu),
-            batch_size=batch_size,
-            settings=settings,
-        )
-        try:
-            results = campaign.run(self._progress)
-        except UserError as exc:
-            self._campaign_errors[key] = exc
-        else:
-            self.write_line(f"meddpm: {preset} b{batch_size}: {next(iter(results.values())).stop_reason}")
+        config, device = ModelConfig.preset(preset), self.device(on_gpu)
+        with contextlib.ExitStack() as checkouts:
+            try:
+                if o.in_processes:
+                    root = checkout_root() if o.compare_to else package_root()
+                    sources = [working_tree(root)]
+                    if o.compare_to:
+                        sources.append(checkouts.enter_context(revision(o.compare_to, root)))
+                    campaign: Campaign | ProcessCampaign = ProcessCampaign(
+                        config,
+                        combos,
+                        device,
+                        batch_size=batch_size,
+                        settings=settings,
+                        processes=o.processes,
+                        sources=sources,
+                    )
+                else:
+                    campaign = Campaign(
+                        config, [get_combo(c) for c in combos], device, batch_size=batch_size, settings=settings
+                    )
+                results = campaign.run(self._progress)
+            except UserError as exc:
+                self._campaign_errors[key] = exc
+                return campaign
+        self.write_line(f"meddpm: {preset} b{batch_size}: {next(iter(results.values())).stop_reason}")
         return campaign
 
     def _progress(self, p: Progress) -> None:
-        if p.phase == "warmup" and p.done == 1:
+        if p.phase == "process":
+            self.write_line(f"  process {p.done}/{p.total} ({p.combo}): {p.detail}")
+        elif p.phase == "warmup" and p.done == 1:
             self.write_line(f"  warm-up {p.combo}: first iteration (autotuning, compilation) {p.detail}")
         elif p.phase == "round" and (p.done <= 2 or p.done % 5 == 0):
             self.write_line(f"  round {p.done} {p.detail}")
 
     def result(self, case: PerfCase) -> ComboResult:
         """The measurement of ``case`` (running its campaign if needed), recorded for the summary."""
-        result = self.campaign(case.on_gpu, case.preset, case.batch_size).results[case.combo]
-        self.records.setdefault(case.id, CaseRecord(case, result))
+        campaign = self.campaign(case.on_gpu, case.preset, case.batch_size)
+        result = campaign.results[case.combo]
+        medians = campaign.process_medians(case.combo) if isinstance(campaign, ProcessCampaign) else []
+        self.records.setdefault(case.id, CaseRecord(case, result, process_medians_ms=medians))
         return result
 
-    def time_with_benchmark(self, case: PerfCase, benchmark: Any) -> None:
+    def time_with_benchmark(self, case: PerfCase, request: pytest.FixtureRequest) -> None:
         """Let pytest-benchmark time a few synchronised iterations itself and store our figures.
 
         Its own rounds measure host wall time around a synchronised iteration; our CUDA-event
         samples, statistics, NVML readings and verdicts go into ``extra_info``, so its JSON,
-        comparisons and histograms carry everything.
+        comparisons and histograms carry everything. Cases measured in worker processes have no
+        model in this process, and pytest-benchmark records nothing for them.
         """
         campaign = self.campaign(case.on_gpu, case.preset, case.batch_size)
+        if not isinstance(campaign, Campaign):
+            return
+        benchmark = request.getfixturevalue("benchmark")
         step, device = campaign.steps[case.combo], campaign.device
 
         def synchronised_iteration() -> None:
@@ -233,8 +266,38 @@ class SuiteRun:
         tol = self.baseline(case.arch).tolerances_for(case.key)  # type: ignore[union-attr]
         r = record.result
         record.verdicts = judge_case(
-            str(case.key), r.samples_ms, r.peak_allocated_bytes, r.energy_samples_j, stored, tol
+            str(case.key),
+            r.samples_ms,
+            r.peak_allocated_bytes,
+            r.energy_samples_j,
+            stored,
+            tol,
+            record.process_medians_ms,
         )
+        return self._settle(record)
+
+    def judge_against_revision(self, case: PerfCase) -> list[Verdict]:
+        """The A/B time verdict of ``case``: the working tree's process medians against the revision's.
+
+        The threshold follows from this run's own between-process spread (both sides pooled),
+        else from the stored case's, else from the stored tolerance.
+        """
+        record = self.records[case.id]
+        campaign = self.campaign(case.on_gpu, case.preset, case.batch_size)
+        assert isinstance(campaign, ProcessCampaign) and len(campaign.sources) == 2, "needs --compare-to"
+        tree, rev = campaign.sources
+        candidate, reference = (campaign.process_medians(case.combo, s) for s in (tree, rev))
+        stored = self.baseline(case.arch)
+        tol = stored.tolerances_for(case.key) if stored else Tolerances()
+        comparison = compare_processes(candidate, reference, alpha=tol.alpha)
+        spread = pooled_spread(candidate, reference)
+        threshold = noise_threshold(spread, fallback=tol.time_rel)
+        subject = f"{case.key} {tree.label} vs {rev.label}"
+        record.verdicts = [judge_processes(subject, "time", comparison, threshold, tol.alpha)]
+        return self._settle(record)
+
+    @staticmethod
+    def _settle(record: CaseRecord) -> list[Verdict]:
         failed = any(v.failed for v in record.verdicts)
         improved = any(v.outcome == "improvement" for v in record.verdicts)
         record.outcome = "regression" if failed else "improvement" if improved else "ok"
@@ -329,6 +392,19 @@ class SuiteRun:
             peak_source=peaks.source if peaks else None,
             fraction_of_peak=record.result.tflops / peak if peak else None,
             verdicts=[v.message() for v in record.verdicts],
+            process_medians_ms=record.process_medians_ms,
+            between_process_rel=between_process_spread(record.process_medians_ms),
+            comparisons=[
+                {
+                    "metric": v.metric,
+                    "outcome": v.outcome,
+                    "threshold": v.tolerance,
+                    "detectable": v.detectable,
+                    **v.comparison.as_dict(),
+                }
+                for v in record.verdicts
+                if v.comparison is not None
+            ],
         )
         return payload
 
@@ -533,4 +609,10 @@ def _case_baseline(record: CaseRecord, env: dict[str, Any]) -> CaseBaseline:
         energy_samples_j=[round(e, 3) for e in r.energy_samples_j],
         tflops=round(r.tflops, 3),
         environment={**env, **r.gpu_summary()},
+        process_medians_ms=[round(m, 3) for m in record.process_medians_ms],
+        noise=Noise(between_process_rel=_rounded(between_process_spread(record.process_medians_ms))),
     )
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 5)

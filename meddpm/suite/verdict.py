@@ -1,9 +1,16 @@
 """Verdicts: is a measurement worse than its baseline, or outside an architecture's expectation?
 
-A time or energy regression needs two things: the median grew by more than the tolerance
-*and* the raw samples say it is real (one-sided Mann-Whitney U, p below alpha). Either alone
-is not enough: a 1 % shift can be significant yet harmless, and a 10 % shift of two noisy
-runs can be luck. Peak memory is deterministic enough for a plain tolerance.
+A time or energy regression needs two things: the median grew by more than a threshold *and*
+a test says it is real (p below alpha). Either alone is not enough: a 1 % shift can be
+significant yet harmless, and a 10 % shift of two noisy runs can be luck. Peak memory is
+deterministic enough for a plain tolerance.
+
+The test's unit is what varies independently. Where both sides were measured in several
+processes, the unit is the process median (Welch's t-test on their logs, see
+:mod:`meddpm.measure.compare`), and the threshold follows from measured noise: between
+processes for an A/B run on one machine, between runs (machine starts) for a comparison with
+a stored baseline. Where either side has one process only, the rounds are the unit (one-sided
+Mann-Whitney U) and the stored tolerance the threshold, as before process-level replication.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import mannwhitneyu
 
+from meddpm.measure.compare import Comparison, compare_processes, noise_threshold
 from meddpm.suite.baseline import CaseBaseline, Expectation, Tolerances
 
 SAVE_HINT = "if the change is intended, re-run with --save-baseline"
@@ -33,6 +41,14 @@ class Verdict:
     unit: str
     tolerance: float | None = None
     p_value: float | None = None
+    comparison: Comparison | None = None  # process-level verdicts: ratio, interval, detectable effect
+
+    @property
+    def detectable(self) -> float | None:
+        """The smallest relative slowdown this verdict could have flagged (threshold or test power)."""
+        if self.comparison is None:
+            return self.tolerance
+        return max(self.tolerance or 0.0, self.comparison.mde)
 
     @property
     def failed(self) -> bool:
@@ -56,13 +72,21 @@ class Verdict:
         change = f"{self.change:+.1%}" if self.change is not None else "n/a"
         tolerance = f", tolerance {self.tolerance:.0%}" if self.tolerance is not None else ""
         p = f", p={self.p_value:.2g}" if self.p_value is not None else ""
+        c = self.comparison
+        if c is not None:
+            processes = f"{len(c.candidate_ms)} vs {len(c.reference_ms)} processes"
+            interval = f"ratio {c.ratio:.4f} [{c.ci_low:.4f}, {c.ci_high:.4f}]"
+            detectable = f"detectable >= {self.detectable:.1%}"
+            change = f"{interval}, {processes}, threshold {self.tolerance:.1%}, {detectable}"
+            tolerance = ""
         line = f"{self.subject} {self.metric} {self.outcome}: {values} ({change}{tolerance}{p})"
         if self.outcome == "regression":
             line += f"; {SAVE_HINT}"
         elif self.outcome == "improvement":
             line += "; re-run with --save-baseline to keep it"
         elif self.outcome == "underpowered":
-            line += "; too few rounds for significance at this alpha: raise --perf-min-rounds"
+            more = "--perf-processes" if c is not None else "--perf-min-rounds"
+            line += f"; too few for significance at this alpha: raise {more}"
         return line
 
 
@@ -82,6 +106,8 @@ def judge_samples(
     if len(now) == 0 or len(baseline) == 0:
         return Verdict(subject, metric, "not measured", _median(baseline), _median(now), unit, rel)
     now_median, base_median = float(np.median(now)), float(np.median(baseline))
+    if not base_median > 0:  # e.g. an energy counter that never stepped while the baseline ran
+        return Verdict(subject, metric, "not measured", base_median, now_median, unit, rel)
     worse = now_median > base_median
     p = float(mannwhitneyu(now, baseline, alternative="greater" if worse else "less").pvalue)
     if abs(now_median / base_median - 1) <= rel:
@@ -93,6 +119,24 @@ def judge_samples(
     else:
         outcome = "unchanged"
     return Verdict(subject, metric, outcome, base_median, now_median, unit, rel, p)
+
+
+def judge_processes(
+    subject: str, metric: str, comparison: Comparison, threshold: float, alpha: float, unit: str = "ms"
+) -> Verdict:
+    """Regression or improvement of process medians: beyond ``threshold`` and significant at ``alpha``."""
+    c = comparison
+    now, base = float(np.median(c.candidate_ms)), float(np.median(c.reference_ms))
+    if not c.testable:
+        outcome = "underpowered"
+    elif c.change > threshold and c.p_slower < alpha:
+        outcome = "regression"
+    elif -c.change > threshold and 1 - c.p_slower < alpha:
+        outcome = "improvement"
+    else:
+        outcome = "unchanged"
+    p = c.p_slower if c.change >= 0 else 1 - c.p_slower
+    return Verdict(subject, metric, outcome, base, now, unit, threshold, p, c)
 
 
 def _median(samples: Sequence[float]) -> float | None:
@@ -121,6 +165,7 @@ def judge_case(
     energy_samples_j: Sequence[float],
     stored: CaseBaseline,
     tol: Tolerances,
+    process_medians_ms: Sequence[float] = (),
 ) -> list[Verdict]:
     """Time, peak memory and energy verdicts of one case against its stored baseline.
 
@@ -128,8 +173,15 @@ def judge_case(
     scatter widely; like time, it must move significantly as well as beyond its tolerance.
     """
     gib = 2**30
+    if len(process_medians_ms) >= 2 and len(stored.process_medians_ms) >= 2:
+        # Between machine starts the whole run moves at once: that spread, not the processes', sets the bar.
+        threshold = noise_threshold(stored.noise.between_run_rel, fallback=tol.time_rel)
+        comparison = compare_processes(process_medians_ms, stored.process_medians_ms, alpha=tol.alpha)
+        time = judge_processes(subject, "time", comparison, threshold, tol.alpha)
+    else:
+        time = judge_samples(subject, "time", samples_ms, stored.samples_ms, tol.time_rel, tol.alpha, "ms")
     return [
-        judge_samples(subject, "time", samples_ms, stored.samples_ms, tol.time_rel, tol.alpha, "ms"),
+        time,
         judge_ceiling(
             subject,
             "peak memory",

@@ -1,0 +1,175 @@
+"""Measuring in several processes: the campaign of ``--perf-processes`` / ``--processes`` and of A/B runs.
+
+Each process (``python -m meddpm.worker``) measures every combo interleaved, as an in-process
+:class:`~meddpm.bench.Campaign` does; the processes run one after another on the same device.
+With two sources (the working tree and a git revision) they alternate A B B A A B ..., so drift
+of the card over the run falls on both alike. A :class:`ProcessCampaign` offers the interface
+the suite and the bench read from a campaign (``results``, ``ratio``, ``close``), plus the
+per-process medians that verdicts use as their unit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from meddpm.bench import CampaignSettings, ComboResult, Progress
+from meddpm.config import ModelConfig
+from meddpm.errors import UserError
+from meddpm.measure.nvml import GpuState
+from meddpm.measure.stats import Stats
+
+WORKER_SCHEMA = "meddpm-worker/1"
+
+
+@dataclass(frozen=True)
+class Source:
+    """Code to measure: the folder whose ``meddpm`` package the worker imports, and its name."""
+
+    label: str  # "working tree (abc1234+dirty)" or "HEAD~1 (abc1234)"
+    root: Path
+    commit: str
+
+
+def alternating(sources: Sequence[Source], processes: int) -> list[Source]:
+    """``processes`` runs of each source in the order A B B A A B ... (one source: A A A ...)."""
+    if len(sources) == 1:
+        return [sources[0]] * processes
+    a, b = sources
+    return [s for i in range(processes) for s in ((a, b) if i % 2 == 0 else (b, a))]
+
+
+def result_from_dict(data: dict) -> ComboResult:
+    """A worker's ComboResult, read back from its JSON."""
+    known = {f.name for f in dataclasses.fields(ComboResult)}
+    fields = {k: v for k, v in data.items() if k in known}
+    fields["volume"] = tuple(fields["volume"])
+    fields["gpu_states"] = [
+        GpuState(**{**s, "clock_event_reasons": tuple(s["clock_event_reasons"])}) for s in fields.get("gpu_states", [])
+    ]
+    return ComboResult(**fields)
+
+
+class ProcessCampaign:
+    """Every combo of one preset measured in ``processes`` worker processes per source.
+
+    ``results`` holds the first source's figures merged over its processes (all rounds, the
+    largest peak memory); :meth:`process_medians` gives each process's median, the unit of
+    the verdicts.
+    """
+
+    def __init__(
+        self,
+        config: ModelConfig,
+        combos: Sequence[str],
+        device: torch.device,
+        *,
+        batch_size: int,
+        settings: CampaignSettings,
+        processes: int,
+        sources: Sequence[Source],
+        timeout_s: float = 3600.0,
+    ):
+        if processes < 1:
+            raise UserError(f"the number of processes must be at least 1, got {processes}")
+        self.config = config
+        self.combos = list(combos)
+        self.device = device
+        self.batch_size = batch_size
+        self.settings = settings
+        self.processes = processes
+        self.sources = list(sources)
+        self.timeout_s = timeout_s
+        self.steps: dict[str, object] = {}  # nothing lives in this process
+        self.by_source: dict[str, dict[str, list[ComboResult]]] = {s.label: {} for s in self.sources}
+        self.results: dict[str, ComboResult] = {}
+
+    def run(self, on_progress: Callable[[Progress], None] | None = None) -> dict[str, ComboResult]:
+        """Run every worker process in turn; returns the first source's merged results by combo."""
+        notify = on_progress or (lambda _: None)
+        order = alternating(self.sources, self.processes)
+        for done, source in enumerate(order, 1):
+            for result in self._run_worker(source):
+                self.by_source[source.label].setdefault(result.combo, []).append(result)
+            medians = ", ".join(
+                f"{combo} {runs[-1].stats.median:.4g} ms" for combo, runs in self.by_source[source.label].items()
+            )
+            notify(Progress("process", source.label, done, len(order), medians))
+        self.results = {c: _merged(runs) for c, runs in self.by_source[self.sources[0].label].items()}
+        return self.results
+
+    def process_medians(self, combo: str, source: Source | None = None) -> list[float]:
+        """Each process's median time of ``combo`` (ms), for ``source`` (default: the first)."""
+        label = (source or self.sources[0]).label
+        return [r.stats.median for r in self.by_source[label].get(combo, [])]
+
+    def ratio(self, combo: str, reference: str) -> Stats:
+        """Per-round time ratio combo / reference of the first source, paired inside each process."""
+        runs = self.by_source[self.sources[0].label]
+        pairs = [x / y for a, b in zip(runs[combo], runs[reference]) for x, y in zip(a.samples_ms, b.samples_ms)]
+        return Stats.from_samples(pairs)
+
+    def close(self) -> None:
+        """Nothing to free: the models lived and died in the workers."""
+
+    def _run_worker(self, source: Source) -> list[ComboResult]:
+        s = self.settings
+        with tempfile.TemporaryDirectory(prefix="meddpm-worker-") as tmp:
+            out = Path(tmp) / "result.json"
+            cmd = [
+                sys.executable,
+                "-m",
+                "meddpm.worker",
+                *("--preset", self.config.name, "--combos", ",".join(self.combos), "--device", str(self.device)),
+                *("--batch-size", str(self.batch_size), "--warmup", str(s.warmup)),
+                *("--min-rounds", str(s.min_rounds), "--max-rounds", str(s.max_rounds)),
+                *("--rel-iqr", str(s.rel_iqr_target), "--budget", str(s.budget_s), "--out", str(out)),
+            ]
+            env = {
+                **os.environ,
+                "PYTHONPATH": os.pathsep.join(filter(None, [str(source.root), os.environ.get("PYTHONPATH")])),
+            }
+            proc = subprocess.run(cmd, cwd=source.root, env=env, capture_output=True, text=True, timeout=self.timeout_s)
+            if proc.returncode != 0 or not out.exists():
+                raise UserError(f"a measuring process of {source.label} failed: {_last_error(proc.stderr)}")
+            document = json.loads(out.read_text())
+        if document.get("schema") != WORKER_SCHEMA:
+            raise UserError(f"{source.label} speaks worker schema {document.get('schema')!r}, not {WORKER_SCHEMA!r}")
+        package = Path(document["package"]).resolve()
+        if package != (source.root / "meddpm").resolve():
+            # An installed copy of meddpm shadowed the checkout: the A/B would compare a tree with itself.
+            raise UserError(f"the worker for {source.label} imported meddpm from {package}, not from {source.root}")
+        return [result_from_dict(r) for r in document["results"]]
+
+
+def _merged(runs: list[ComboResult]) -> ComboResult:
+    """One ComboResult from several processes' results of the same combo."""
+    first = runs[0]
+    peaks = [r.peak_allocated_bytes for r in runs if r.peak_allocated_bytes is not None]
+    reserved = [r.peak_reserved_bytes for r in runs if r.peak_reserved_bytes is not None]
+    return dataclasses.replace(
+        first,
+        samples_ms=[s for r in runs for s in r.samples_ms],
+        setup_s=float(np.mean([r.setup_s for r in runs])),
+        stop_reason=f"{len(runs)} processes; first: {first.stop_reason}",
+        peak_allocated_bytes=max(peaks) if peaks else None,
+        peak_reserved_bytes=max(reserved) if reserved else None,
+        energy_samples_j=[e for r in runs for e in r.energy_samples_j],
+        gpu_states=[g for r in runs for g in r.gpu_states],
+    )
+
+
+def _last_error(stderr: str) -> str:
+    """The worker's last exception line, else the end of its output."""
+    lines = [line.strip() for line in stderr.splitlines() if "Error: " in line or "Exception: " in line]
+    return lines[-1] if lines else (stderr.strip().splitlines() or ["no output"])[-1]

@@ -1,0 +1,79 @@
+"""``python -m meddpm.worker``: one measuring process, the unit of process-level replication.
+
+The suite and ``meddpm-bench`` start several of these (``--perf-processes`` / ``--processes``),
+each with a fresh CUDA context, cuDNN autotuning and Inductor compilation, and judge the
+spread of their medians. For an A/B run against a git revision the same command runs from
+that revision's checkout, so its arguments and its JSON (schema ``meddpm-worker/1``) are a
+protocol between revisions: change them only with a new schema name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+
+import meddpm
+from meddpm.bench import Campaign, CampaignSettings
+from meddpm.combos import get_combo
+from meddpm.config import ModelConfig
+from meddpm.errors import UserError
+from meddpm.measure.environment import environment
+
+SCHEMA = "meddpm-worker/1"
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m meddpm.worker", description=__doc__.splitlines()[0])
+    p.add_argument("--preset", required=True)
+    p.add_argument("--combos", required=True, help="comma-separated combo names")
+    p.add_argument("--device", required=True, help="cpu or cuda:N")
+    p.add_argument("--batch-size", type=int, default=1)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--min-rounds", type=int, default=5)
+    p.add_argument("--max-rounds", type=int, default=30)
+    p.add_argument("--rel-iqr", type=float, default=0.02)
+    p.add_argument("--budget", type=float, default=300.0)
+    p.add_argument("--out", type=Path, required=True)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Measure the combos interleaved in this process and write one JSON document to ``--out``."""
+    args = _parser().parse_args(argv)
+    device = torch.device(args.device)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    settings = CampaignSettings(
+        warmup=args.warmup,
+        min_rounds=args.min_rounds,
+        max_rounds=args.max_rounds,
+        rel_iqr_target=args.rel_iqr,
+        budget_s=args.budget,
+    )
+    combos = [get_combo(name) for name in args.combos.split(",")]
+    campaign = Campaign(ModelConfig.preset(args.preset), combos, device, batch_size=args.batch_size, settings=settings)
+    try:
+        results = campaign.run(lambda p: print(f"{p.phase} {p.combo} {p.done}/{p.total} {p.detail}", flush=True))
+    except UserError as exc:
+        print(f"UserError: {exc}", file=sys.stderr)
+        return 2
+    document = {
+        "schema": SCHEMA,
+        # Which code ran: the parent checks it is the checkout it meant to measure.
+        "package": str(Path(meddpm.__file__).resolve().parent),
+        "environment": environment(device),
+        "results": [asdict(r) for r in results.values()],
+    }
+    args.out.write_text(json.dumps(document))
+    campaign.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,108 @@
+"""A/B against a git revision on the CPU: a copy of the package in its own git repository, with a
+fake clock planted in its bench, so that the outcome depends on the code and not on a busy machine.
+"""
+
+import fnmatch
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import meddpm
+
+PACKAGE = Path(meddpm.__file__).resolve().parent
+SUITE_TESTS = PACKAGE.parent / "perf_tests" / "test_training.py"
+
+# Appended to the copy's meddpm/bench.py: the training steps still run, but each iteration reads
+# {ms} ms, plus up to 0.2 % that differs between processes (their PIDs), as real processes do.
+CLOCK = """
+
+def time_synchronized(fn, device, during=None):
+    import os
+
+    fn()
+    if during is not None:
+        during()
+    return {ms} * (1 + (os.getpid() % 5) * 0.0005)
+"""
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def set_clock(repo: Path, ms: float) -> None:
+    bench = repo / "meddpm" / "bench.py"
+    original = (PACKAGE / "bench.py").read_text()
+    bench.write_text(original + CLOCK.format(ms=ms))
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A git repository holding a copy of meddpm: first a commit without the worker, then one with it."""
+    root = tmp_path / "repo"
+    shutil.copytree(PACKAGE, root / "meddpm", ignore=shutil.ignore_patterns("__pycache__"))
+    (root / ".gitignore").write_text("__pycache__/\nresults/\n")
+    git(root, "init", "-q")
+    git(root, "config", "user.email", "ab@test")
+    git(root, "config", "user.name", "ab")
+    worker = (root / "meddpm" / "worker.py").read_text()
+    (root / "meddpm" / "worker.py").unlink()
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "before process-level measuring")
+    (root / "meddpm" / "worker.py").write_text(worker)
+    set_clock(root, 100.0)
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "reference: 100 ms")
+    return root
+
+
+def run_ab(repo: Path, *args: str) -> subprocess.CompletedProcess:
+    (repo / "test_training.py").write_text(SUITE_TESTS.read_text())
+    (repo / "conftest.py").write_text('pytest_plugins = ["meddpm.suite.plugin"]\n')
+    cmd = [
+        *(sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rfEs", "-m", "cpu", "--combos=baseline"),
+        *("--perf-warmup=0", "--perf-min-rounds=3", "--perf-max-rounds=3", "--perf-rel-iqr=1.0"),
+        *("--perf-processes=2", f"--perf-results-dir={repo / 'results'}", "test_training.py", *args),
+    ]
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(repo), "PYTHONPATH": str(repo)}
+    return subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_a_planted_slowdown_fails_and_a_clean_ab_passes(repo):
+    set_clock(repo, 110.0)  # the working tree, uncommitted: 10 % slower
+    planted = run_ab(repo, "--compare-to=HEAD")
+    assert planted.returncode == 1, planted.stdout + planted.stderr
+    out = planted.stdout
+    assert "in 2 processes each, alternating with HEAD" in out
+    assert "tiny/baseline/b1 working tree (" in out and "+dirty, 1 file(s) of meddpm/ changed or new) vs HEAD (" in out
+    assert re.search(r"time regression: baseline 100(\.\d)? ms, now 110(\.\d)? ms \(ratio 1\.09\d\d|1\.10\d\d", out)
+    assert "2 vs 2 processes" in out
+    assert "Traceback" not in out + planted.stderr
+
+    git(repo, "checkout", "-q", "--", ".")  # the same code on both sides
+    clean = run_ab(repo, "--compare-to=HEAD")
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    assert "time unchanged" in clean.stdout and "1 passed" in clean.stdout
+    assert not git(repo, "worktree", "list").count("\n"), "the revision's temporary worktree was left behind"
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("--compare-to=nope",), "--compare-to: unknown revision 'nope'; give a commit, branch or tag that git knows"),
+        (("--compare-to=HEAD~1",), "--compare-to: HEAD~1 (*) predates process-level measuring (it has no meddpm/wo"),
+        (("--compare-to=HEAD", "--save-baseline"), "--compare-to measures two revisions and saves neither; drop"),
+        (("--compare-to= ",), "--compare-to is empty; give a commit, branch or tag"),
+        (("--compare-to=HEAD", "--perf-processes=1"), "--perf-processes must be at least 2, got 1"),
+    ],
+)
+def test_bad_revisions_are_one_line_before_measuring(repo, args, message):
+    result = run_ab(repo, *args)
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR
+    error = [line for line in result.stderr.splitlines() if line.startswith("ERROR: ")]
+    assert len(error) == 1 and fnmatch.fnmatch(error[0], f"ERROR: {message}*"), result.stderr
+    assert "Traceback" not in result.stderr
