@@ -3,7 +3,7 @@
 # HEAD, in alternating processes. Usage: ab.sh NAME PASSES PROCESSES [COMBOS]
 set -uo pipefail
 name=$1 passes=$2 processes=$3 combos=${4:-fast}
-git stash -q 2>/dev/null; git checkout -q -- meddpm 2>/dev/null  # start from the committed code
+git checkout -q -- meddpm  # start from the committed code
 [ "$passes" -gt 0 ] && python3 docs/measurements/2026-11-23-ab/plant.py "$passes"
 start=$(date +%s)
 PYTHONUNBUFFERED=1 python3 -m pytest perf_tests/test_training.py -k test_training_step -m "$ARCH" -p no:cacheprovider \
