@@ -393,6 +393,7 @@ class SuiteRun:
             fraction_of_peak=record.result.tflops / peak if peak else None,
             verdicts=[v.message() for v in record.verdicts],
             process_medians_ms=record.process_medians_ms,
+            detectable_time_change=next((v.detectable for v in record.verdicts if v.metric == "time"), None),
             between_process_rel=between_process_spread(record.process_medians_ms),
             comparisons=[
                 {

@@ -27,6 +27,11 @@ def _cases_table(cases: list[dict[str, Any]]) -> pd.DataFrame:
                 "peak GiB": None if c["peak_allocated_bytes"] is None else round(c["peak_allocated_bytes"] / GIB, 2),
                 "J/iter": None if c["energy_j_per_iter"] is None else round(c["energy_j_per_iter"], 1),
                 "SM MHz min": c["sm_clock_min_mhz"],
+                "processes": len(c.get("process_medians_ms") or []) or 1,
+                # The smallest time change this run's verdict could have flagged (its threshold or its test's power).
+                "detectable %": None
+                if c.get("detectable_time_change") is None
+                else round(100 * c["detectable_time_change"], 1),
                 "outcome": c["outcome"],
             }
         )
@@ -58,6 +63,27 @@ def markdown_summary(results: dict[str, Any]) -> str:
     if results["expectations"]:
         exp = pd.DataFrame(results["expectations"])[["arch", "check", "measured", "outcome"]]
         lines += ["Relative expectations:", "", exp.to_markdown(index=False), ""]
+    comparisons = [
+        {
+            "case": f"{c['preset']}/{c['combo']}/b{c['batch_size']}",
+            "ratio": round(x["ratio"], 4),
+            "95 % interval": f"{x['ci_low']:.4f}-{x['ci_high']:.4f}",
+            "p": f"{x['p_slower']:.2g}",
+            "threshold %": round(100 * x["threshold"], 2),
+            "detectable %": round(100 * x["detectable"], 2),
+            "processes": f"{len(x['candidate_ms'])} vs {len(x['reference_ms'])}",
+            "outcome": x["outcome"],
+        }
+        for c in results["cases"]
+        for x in c.get("comparisons", [])
+    ]
+    if comparisons:
+        lines += [
+            "Process-level time verdicts (per-process medians):",
+            "",
+            pd.DataFrame(comparisons).to_markdown(index=False),
+            "",
+        ]
     problems = [v for c in results["cases"] for v in c["verdicts"] if " regression:" in v or " improvement:" in v]
     if problems:
         lines += ["Changes against the baseline:", ""] + [f"- {p}" for p in problems] + [""]
