@@ -1,4 +1,7 @@
-"""The one exception type for mistakes a user can fix."""
+"""The one exception type for mistakes a user can fix, and how a command reports it."""
+
+import sys
+from collections.abc import Callable
 
 
 class UserError(Exception):
@@ -7,3 +10,16 @@ class UserError(Exception):
     The message names the problem and the fix; command-line entry points and the pytest
     plugin print it alone and exit with status 2.
     """
+
+
+def run_command(prog: str, run: Callable[[], int], interrupted: str = "interrupted") -> int:
+    """A console command's exit status: ``run()``'s, 2 after a UserError (printed as one line), 130 on Ctrl-C."""
+    try:
+        return run()
+    except UserError as exc:
+        # One line even where a message quotes a subprocess's output (a DDP worker's, say).
+        print(f"{prog}: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{prog}: {interrupted}", file=sys.stderr)
+        return 130

@@ -28,6 +28,27 @@ def git_commit(path: Path | None = None) -> str:
     return f"{head}+dirty" if changed else head
 
 
+def git_branch(path: Path | None = None) -> str | None:
+    """The checked-out branch (``$GITHUB_HEAD_REF``/``$GITHUB_REF_NAME`` in a workflow), or None when detached."""
+    for name in ("MEDDPM_BRANCH", "GITHUB_HEAD_REF", "GITHUB_REF_NAME"):
+        if os.environ.get(name):
+            return os.environ[name]
+    branch = git_output(["rev-parse", "--abbrev-ref", "HEAD"], path or Path(__file__).resolve().parent)
+    return None if branch in (None, "HEAD") else branch
+
+
+def _driver_version() -> str | None:
+    """The NVIDIA driver's version from NVML, or None where NVML is missing or unsupported."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        version = pynvml.nvmlSystemGetDriverVersion()
+    except Exception:  # ImportError or any NVMLError: the record just lacks the field
+        return None
+    return version.decode() if isinstance(version, bytes) else version
+
+
 def git_output(args: list[str], cwd: Path, timeout_s: float = 10.0) -> str | None:
     """git's output, stripped, or None where git is missing or fails."""
     try:
@@ -42,6 +63,9 @@ def environment(device: torch.device) -> dict[str, Any]:
     env: dict[str, Any] = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "commit": git_commit(),
+        "branch": git_branch(),
+        # The history (meddpm-history) tells runners apart by this; CI runners name themselves.
+        "host": os.environ.get("RUNNER_NAME") or platform.node(),
         "python": platform.python_version(),
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
@@ -53,6 +77,9 @@ def environment(device: torch.device) -> dict[str, Any]:
         env["gpu_name"] = props.name
         env["compute_capability"] = f"{props.major}.{props.minor}"
         env["gpu_memory_gib"] = round(props.total_memory / 2**30, 1)
+        uuid = str(props.uuid)
+        env["gpu_uuid"] = uuid if uuid.startswith("GPU-") else f"GPU-{uuid}"
+        env["driver"] = _driver_version()
     else:
         env["cpu"] = platform.processor() or platform.machine()
         env["threads"] = torch.get_num_threads()

@@ -1,0 +1,293 @@
+"""Step changes in the history's series, using the structure of the noise we measure.
+
+Between machine starts every case of a run moves together (a run factor with a spread of about
+1.2 %, docs/statistics.md), while the cases of one run differ by only 0.1-1 %. So, per architecture
+and metric, on the logarithm of each value:
+
+1. the run factor is the median over the run's cases of each case's deviation from its own level
+   (a median, so one case's step does not move it; runs with fewer than three cases have none);
+2. a case's series is its deviation minus the run factor: what is left is the case's own noise,
+   and a step of that one case;
+3. the run factor's own series carries a step of every case at once (a driver, a library, the code
+   under all of them), with the machine-start noise that no normalisation can remove.
+
+Each series is segmented by binary segmentation (``ruptures.Binseg``, L2 cost): a split is kept while
+its standardised difference of means exceeds a threshold, with the noise estimated from the series
+itself, shrunk towards the measured noise where the series is short. Each step is then reported with
+its size, its z and a two-sided p-value from Student's t, and the run (and commit) where it started.
+The thresholds are calibrated by simulation (:mod:`meddpm.history.simulation`, docs/history.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import ruptures
+from scipy import stats
+
+from meddpm.history.series import EnvironmentChange, environment_changes
+
+ALL_CASES = "all cases"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """How one metric's series are judged."""
+
+    min_step: float  # the smallest relative step worth reporting
+    case_sd: float  # prior noise of a case once the run factor is taken out (relative)
+    run_sd: float  # prior noise of the run factor: the spread between machine starts (relative)
+
+
+# Time: 0.1-1 % between the cases of a run and 1.2 % between machine starts (docs/statistics.md); the
+# midpoint of the former as the prior. Peak memory barely moves between runs. Energy follows the power
+# cap, which moved 2.4 % between two H200 starts. Steps below 1 % (3 % for energy) are within what the
+# suite's own verdicts call noise; TFLOP/s is flops over time, so its steps are the time steps.
+RULES = {
+    "time": Rule(min_step=0.01, case_sd=0.005, run_sd=0.012),
+    "memory": Rule(min_step=0.01, case_sd=0.002, run_sd=0.002),
+    "energy": Rule(min_step=0.03, case_sd=0.01, run_sd=0.02),
+}
+# Thresholds on the standardised step, from the simulation (docs/history.md): a flat 30-night history
+# of six cases reports nothing in 97 % of histories. Lower ones buy little: a run-factor threshold of
+# 3.0 found 89 % of 3 % steps of every case within 5 nights instead of 87 %, at twice the false alarms.
+CASE_THRESHOLD = 4.0
+RUN_THRESHOLD = 3.5
+MIN_SEGMENT = 2  # runs on each side of a step: one odd night is an outlier, not a step
+PRIOR_WEIGHT = 10  # the prior noise counts as this many runs' worth of evidence
+MIN_CASES_FOR_FACTOR = 3  # a median of fewer cases is not robust to one of them stepping
+OPEN_WINDOW = 14  # a regression fails `check` for this many runs after it started (see docs/history.md)
+
+
+@dataclass(frozen=True)
+class Split:
+    """A step in one series of log values: where the new segment starts and how it differs."""
+
+    index: int  # position (in the series given) of the first value after the step
+    shift: float  # mean log value after minus before
+    z: float
+    p_value: float
+    before: float  # mean log value of the segment before
+    after: float  # ... and after
+    latest: float  # mean log value of the series' last segment: has it recovered since?
+
+
+def find_steps(x: np.ndarray, prior_sd: float, threshold: float, min_step: float) -> list[Split]:
+    """Steps in ``x`` (log values) larger than ``min_step`` (relative) and ``threshold`` noise units."""
+    n = len(x)
+    if n < 2 * MIN_SEGMENT:
+        return []
+    diffs = np.diff(x)
+    # First guess from successive differences (a step moves one of them only), then from the segments.
+    data_sd = 1.4826 * float(np.median(np.abs(diffs - np.median(diffs)))) / math.sqrt(2)
+    dof = n - 1
+    algo = ruptures.Binseg(custom_cost=_SquaredDeviation(), min_size=MIN_SEGMENT, jump=1).fit(x)
+    breaks: list[int] | None = None
+    for _ in range(3):
+        sd = _shrunk(data_sd, dof, prior_sd)
+        found = algo.predict(pen=(threshold * sd) ** 2)
+        if found == breaks:
+            break
+        breaks = found
+        segments = np.split(x, breaks[:-1])
+        dof = n - len(segments)
+        data_sd = math.sqrt(sum(float(((s - s.mean()) ** 2).sum()) for s in segments) / dof) if dof else prior_sd
+    sd = _shrunk(data_sd, dof, prior_sd)
+    bounds = _placed([0, *breaks], x)
+    latest = float(x[bounds[-2] :].mean())
+    splits = []
+    for i in range(1, len(bounds) - 1):
+        left, right = x[bounds[i - 1] : bounds[i]], x[bounds[i] : bounds[i + 1]]
+        shift = float(right.mean() - left.mean())
+        if abs(math.expm1(shift)) < min_step:
+            continue
+        z = shift / (sd * math.sqrt(1 / len(left) + 1 / len(right)))
+        p = float(2 * stats.t.sf(abs(z), dof + PRIOR_WEIGHT))
+        splits.append(Split(bounds[i], shift, z, p, float(left.mean()), float(right.mean()), latest))
+    return splits
+
+
+def _placed(bounds: list[int], x: np.ndarray) -> list[int]:
+    """Each step moved to where it fits best; a step that would then have one run after it waits for the next.
+
+    The search allows no one-run segment (one odd night is not a step), so a step whose first slow run
+    is the latest one is found a run early; moved, it waits for its second run before it is reported,
+    rather than naming the commit before the one that made it. Elsewhere a step stays where the search
+    put it when moving it would leave a one-run segment.
+    """
+    cost = _SquaredDeviation().fit(x)
+    placed = list(bounds)
+    pending = []
+    for i in range(1, len(placed) - 1):
+        start, end = placed[i - 1], placed[i + 1]
+        best = min(range(start + 1, end), key=lambda j: cost.error(start, j) + cost.error(j, end))
+        if best - start >= MIN_SEGMENT and end - best >= MIN_SEGMENT:
+            placed[i] = best
+        elif end == len(x) and end - best < MIN_SEGMENT:
+            pending.append(placed[i])
+    return [b for b in placed if b not in pending]
+
+
+class _SquaredDeviation(ruptures.base.BaseCost):
+    """ruptures' L2 cost (squared deviation from the segment mean) from cumulative sums.
+
+    ruptures' own CostL2 takes a variance per candidate segment; this gives the same numbers in
+    constant time, which makes the simulations that calibrate the thresholds 50 times faster.
+    """
+
+    model = "l2_cumulative"
+    min_size = 1
+
+    def fit(self, signal: np.ndarray) -> _SquaredDeviation:
+        values = np.asarray(signal, dtype=float).reshape(len(signal))
+        self.signal = values.reshape(-1, 1)  # ruptures reads the length from it
+        self._sums = np.concatenate([[0.0], np.cumsum(values)]).tolist()
+        self._squares = np.concatenate([[0.0], np.cumsum(values**2)]).tolist()
+        return self
+
+    def error(self, start: int, end: int) -> float:
+        total = self._sums[end] - self._sums[start]
+        return max(0.0, self._squares[end] - self._squares[start] - total * total / (end - start))
+
+
+def _shrunk(data_sd: float, dof: int, prior_sd: float) -> float:
+    """The series' noise estimate pulled towards the measured noise, the more the fewer runs it has."""
+    return math.sqrt((PRIOR_WEIGHT * prior_sd**2 + dof * data_sd**2) / (PRIOR_WEIGHT + dof))
+
+
+@dataclass(frozen=True)
+class MatrixSteps:
+    """Steps found in a (runs x cases) matrix of log values; every index is a row of the matrix."""
+
+    run_factor: list[Split]
+    cases: dict[int, list[Split]]
+
+
+def matrix_steps(logs: np.ndarray, rule: Rule) -> MatrixSteps:
+    """Steps of the run factor and of each case (columns) in ``logs`` (rows: runs, oldest first; NaN: missing)."""
+    cases = range(logs.shape[1])
+    factor = _run_factor(logs - np.nanmedian(logs, axis=0))
+    case_steps = {c: _case_steps(logs[:, c], factor, rule) for c in cases}
+    # Again, with each case's level taken per segment, so that a case's own steps bias the run factor nothing.
+    factor = _run_factor(logs - np.column_stack([_segment_levels(logs[:, c], case_steps[c]) for c in cases]))
+    case_steps = {c: _case_steps(logs[:, c], factor, rule) for c in cases}
+    defined = np.flatnonzero(~np.isnan(factor))
+    run_steps = [
+        _at(split, defined) for split in find_steps(factor[defined], rule.run_sd, RUN_THRESHOLD, rule.min_step)
+    ]
+    return MatrixSteps(run_factor=run_steps, cases=case_steps)
+
+
+def _run_factor(deviations: np.ndarray) -> np.ndarray:
+    counts = np.sum(~np.isnan(deviations), axis=1)
+    factor = np.full(len(deviations), np.nan)
+    enough = counts >= MIN_CASES_FOR_FACTOR
+    factor[enough] = np.nanmedian(deviations[enough], axis=1)
+    return factor
+
+
+def _case_steps(values: np.ndarray, factor: np.ndarray, rule: Rule) -> list[Split]:
+    """Steps of one case: its values less the run factor, or as they are where a run has no factor."""
+    present = np.flatnonzero(~np.isnan(values))
+    corrected = values - np.nan_to_num(factor)
+    # Runs without a factor still carry the machine-start noise.
+    prior = rule.case_sd if not np.isnan(factor[present]).any() else math.hypot(rule.case_sd, rule.run_sd)
+    return [_at(split, present) for split in find_steps(corrected[present], prior, CASE_THRESHOLD, rule.min_step)]
+
+
+def _segment_levels(values: np.ndarray, splits: list[Split]) -> np.ndarray:
+    """The case's median log value within each of its segments, per run."""
+    bounds = [0, *(s.index for s in splits), len(values)]
+    out = np.empty(len(values))
+    for start, end in zip(bounds, bounds[1:]):
+        part = values[start:end]
+        out[start:end] = np.nanmedian(part) if np.any(~np.isnan(part)) else np.nan
+    return out
+
+
+def _at(split: Split, positions: np.ndarray) -> Split:
+    """``split`` with its index moved from the series' positions to the matrix's rows."""
+    return dataclasses.replace(split, index=int(positions[split.index]))
+
+
+@dataclass(frozen=True)
+class Step:
+    """A step change in one (architecture, case, metric) series, or in every case (``ALL_CASES``)."""
+
+    arch: str
+    case: str
+    metric: str
+    run_id: int  # the first run after the step
+    started_at: datetime.datetime
+    commit: str  # the first commit after the step
+    change: float  # relative: after / before - 1
+    before: float | None  # level before, in the metric's unit (None for ALL_CASES: a factor has no unit)
+    after: float | None
+    z: float
+    p_value: float
+    runs_since: int  # runs from the first after the step to the latest, both counted
+    open: bool  # a regression that has not recovered and started within the open window
+    environment: tuple[str, ...]  # what changed in the environment at that run
+
+    @property
+    def regression(self) -> bool:
+        """Every tracked metric is better lower: slower, more memory, more energy."""
+        return self.change > 0
+
+    def describe(self) -> str:
+        """One line: where, what, how much, how sure, since when."""
+        levels = f" ({self.before:.4g} -> {self.after:.4g})" if self.before is not None else ""
+        env = f"; environment: {', '.join(self.environment)}" if self.environment else ""
+        return (
+            f"{self.arch} {self.case} {self.metric} {self.change:+.1%}{levels}, p={self.p_value:.2g}, "
+            f"from commit {self.commit[:12]} ({self.started_at:%Y-%m-%d %H:%M}, {self.runs_since} run(s) ago){env}"
+        )
+
+
+def detect(frame: pd.DataFrame, window: int = OPEN_WINDOW) -> list[Step]:
+    """Every step in ``frame`` (see :func:`meddpm.history.series.case_frame`), per architecture and metric."""
+    env_by_run: dict[int, list[EnvironmentChange]] = {}
+    for change in environment_changes(frame):
+        env_by_run.setdefault(change.run_id, []).append(change)
+    found = []
+    for arch, rows in frame.groupby("arch", sort=True):
+        runs = rows.drop_duplicates("run_id").set_index("run_id")
+        for metric, rule in RULES.items():
+            table = rows.pivot_table(index="run_id", columns="case", values=metric, aggfunc="first", sort=False)
+            table = table.reindex(index=runs.index).where(table > 0).dropna(how="all").dropna(axis=1, how="all")
+            if table.empty:
+                continue
+            logs = np.log(table.to_numpy(dtype=float))
+            result = matrix_steps(logs, rule)
+            series = [(ALL_CASES, split) for split in result.run_factor]
+            series += [(str(table.columns[c]), s) for c, splits in result.cases.items() for s in splits]
+            for case, split in series:
+                run_id = int(table.index[split.index])
+                run = runs.loc[run_id]
+                change = math.expm1(split.shift)
+                since = len(table) - split.index
+                recovered = math.expm1(split.latest - split.before) < rule.min_step
+                found.append(
+                    Step(
+                        arch=str(arch),
+                        case=case,
+                        metric=metric,
+                        run_id=run_id,
+                        started_at=run["started_at"],
+                        commit=str(run["commit"]),
+                        change=change,
+                        before=None if case == ALL_CASES else math.exp(split.before),
+                        after=None if case == ALL_CASES else math.exp(split.after),
+                        z=split.z,
+                        p_value=split.p_value,
+                        runs_since=since,
+                        open=change >= rule.min_step and not recovered and since <= window,
+                        environment=tuple(c.describe() for c in env_by_run.get(run_id, [])),
+                    )
+                )
+    return found

@@ -1,0 +1,122 @@
+"""``meddpm-history``: import results into the history database, check it for step changes, draw the dashboard."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
+
+import pandas as pd
+
+from meddpm.errors import UserError, run_command
+from meddpm.history.changepoints import OPEN_WINDOW, Step, detect
+from meddpm.history.dashboard import write_site
+from meddpm.history.importer import import_files
+from meddpm.history.series import case_frame, environment_changes
+from meddpm.history.store import DEFAULT_DB, ENV_VAR, HistoryStore, resolve_target
+
+PROG = "meddpm-history"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but its errors are one line like every other user error here."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    db_help = f"the history database: an SQLite file or an SQLAlchemy URL (default: ${ENV_VAR}, else ./{DEFAULT_DB})"
+    common = argparse.ArgumentParser(add_help=False)
+    # SUPPRESS: a subcommand's --db, when not given, leaves the one given before the subcommand alone.
+    common.add_argument("--db", metavar="PATH_OR_URL", default=argparse.SUPPRESS, help=db_help)
+    window = argparse.ArgumentParser(add_help=False)
+    window.add_argument(
+        "--window",
+        type=int,
+        default=OPEN_WINDOW,
+        help=f"a regression counts as open for this many runs after it started (default: {OPEN_WINDOW})",
+    )
+    p = _Parser(prog=PROG, description="The performance history: import runs, find step changes, draw the dashboard.")
+    p.add_argument("--db", metavar="PATH_OR_URL", help=db_help)
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    imp = sub.add_parser(
+        "import",
+        parents=[common],
+        help="load results.json files (or folders of them, or other history databases) into the database",
+    )
+    imp.add_argument("files", nargs="+", type=Path, metavar="FILES")
+    sub.add_parser(
+        "check",
+        parents=[common, window],
+        help="find step changes in every (architecture, case, metric) series; exit 1 if a regression is open",
+    )
+    report = sub.add_parser("report", parents=[common, window], help="write the dashboard: a static site")
+    report.add_argument("--out", type=Path, required=True, help="the folder to write the site into")
+    return p
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    """Parse arguments and run the subcommand; returns the exit code."""
+    args = _parser().parse_args(argv)
+    target = resolve_target(args.db)
+    if getattr(args, "window", 1) < 1:
+        raise UserError(f"--window must be at least 1, got {args.window}")
+    if args.command == "import":
+        return _import(target, args.files)
+    with HistoryStore.open(target, create=False) as store:
+        runs = store.runs()
+        label = store.label
+    frame = case_frame(runs)
+    steps = detect(frame, window=args.window)
+    if args.command == "check":
+        return _check(label, frame, steps)
+    if args.out.exists() and not args.out.is_dir():
+        raise UserError(f"--out {args.out} is a file; give a folder for the site")
+    try:
+        pages = write_site(args.out, frame, steps, environment_changes(frame), label)
+    except OSError as exc:
+        raise UserError(f"cannot write the dashboard to {args.out}: {exc.strerror}") from None
+    print(f"dashboard: {pages[0]} and {len(pages) - 1} architecture page(s)")
+    return 0
+
+
+def _import(target: str, files: Sequence[Path]) -> int:
+    with HistoryStore.open(target) as store:
+        report = import_files(store, files)
+    for line in [*report.notes, *report.problems]:
+        print(f"{PROG}: {line}", file=sys.stderr)
+    skipped = f", {len(report.problems)} skipped" if report.problems else ""
+    print(
+        f"{PROG}: {report.files} file(s) read{skipped}: {report.added} run(s) added, "
+        f"{report.present} already in {store.label}"
+    )
+    return 1 if report.problems else 0
+
+
+def _check(label: str, frame: pd.DataFrame, steps: Sequence[Step]) -> int:
+    archs = frame["arch"].nunique()
+    print(f"{PROG}: {frame['run_id'].nunique()} run(s) of {archs} architecture(s) in {label}")
+    for step in steps:
+        print(f"step: {step.describe()}")
+    regressions = [s for s in steps if s.open]
+    for step in regressions:
+        print(f"OPEN REGRESSION: {step.describe()}")
+    if not steps:
+        print("no step changes")
+    elif not regressions:
+        print("no open regressions")
+    return 1 if regressions else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Console entry point: user errors print one line and exit with status 2."""
+    return run_command(
+        PROG, lambda: run(argv), interrupted="interrupted; the database is as it was before this command"
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

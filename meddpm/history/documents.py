@@ -1,0 +1,249 @@
+"""Results documents (the suite's results.json, meddpm-bench's JSON) turned into history rows.
+
+Three schemas are read as they are: ``meddpm-perf-results/1`` (the suite), ``meddpm-bench/1`` and
+``meddpm-bench/2``. Anything else is refused with one line, so a foreign file in a batch is named
+and skipped rather than stored as nonsense.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from meddpm.errors import UserError
+from meddpm.history.models import CaseResult, Run
+from meddpm.suite.arch import arch_from_gpu
+
+SUITE_SCHEMA = "meddpm-perf-results/1"
+BENCH_SCHEMAS = ("meddpm-bench/1", "meddpm-bench/2")
+SCHEMAS = (SUITE_SCHEMA, *BENCH_SCHEMAS)
+_FAMILIES = tuple(sorted({schema.split("/")[0] + "/" for schema in SCHEMAS}))
+# Run fields that a live append knows but a results file does not carry (the suite and the bench
+# add them from the machine they run on): they fill the run's columns when given.
+CONTEXT_FIELDS = ("branch", "host", "gpu_uuid", "driver", "options")
+
+# Case fields that get a column of their own; the rest of a case goes into ``details`` unchanged.
+_COLUMNS = {
+    "preset",
+    "combo",
+    "batch_size",
+    "math_precision",
+    "samples_ms",
+    "process_medians_ms",
+    "peak_allocated_bytes",
+    "peak_reserved_bytes",
+    "energy_j_per_iter",
+    "energy_samples_j",
+    "tflops",
+    "sm_clock_mean_mhz",
+    "sm_clock_min_mhz",
+    "temperature_max_c",
+    "throttle_reasons",
+    "clock_event_reasons",
+    "reliable",
+    "outcome",
+    "verdicts",
+}
+
+
+class ForeignDocument(UserError):
+    """The document is valid JSON but not a meddpm results file (no known schema)."""
+
+
+def run_from_document(document: Any, source: str, context: Mapping[str, Any] | None = None) -> Run:
+    """The :class:`Run` (with its cases) a results document describes, not yet stored.
+
+    ``context`` adds what the file lacks (see :data:`CONTEXT_FIELDS`). A document of another kind
+    (:class:`ForeignDocument`), of a version this code cannot read, or missing a field the history
+    needs is a one-line :class:`UserError`.
+    """
+    if not isinstance(document, dict):
+        raise ForeignDocument("not a meddpm results file (the JSON is not an object)")
+    schema = document.get("schema")
+    if isinstance(schema, str) and schema not in SCHEMAS and schema.startswith(_FAMILIES):
+        # A newer version of a results file is a problem to report, not a foreign file to pass over.
+        raise UserError(f"a {schema} file, which this meddpm-perf cannot read (it reads {', '.join(SCHEMAS)})")
+    if schema not in SCHEMAS:
+        found = f"schema {schema!r}" if schema is not None else "no schema field"
+        raise ForeignDocument(f"not a meddpm results file ({found}; known: {', '.join(SCHEMAS)})")
+    try:
+        run = _suite_run(document) if schema == SUITE_SCHEMA else _bench_run(document)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        detail = f"field {exc.args[0]!r} is missing" if isinstance(exc, KeyError) else " ".join(str(exc).split())
+        raise UserError(f"a malformed {schema} file ({detail})") from None
+    if not run.cases:
+        raise UserError(f"a {schema} file with no measured cases")
+    context = dict(context or {})
+    for name in CONTEXT_FIELDS:
+        if context.get(name) is not None:
+            setattr(run, name, context[name])
+    run.schema = schema
+    run.source = source
+    run.fingerprint = fingerprint(document)
+    run.added_at = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+    return run
+
+
+def fingerprint(document: Mapping[str, Any]) -> str:
+    """A hash of what a document measured: its environment (time, commit, machine) and every sample.
+
+    Fields a run adds or rewrites later (the bench's kernel mix, a baseline-saved message) are left out,
+    so the first save of a bench run and its final file are the same run.
+    """
+    cases = document.get("cases") or document.get("results") or []
+    identity = {
+        "environment": document.get("environment"),
+        "samples": [[c.get("combo"), c.get("batch_size"), c.get("samples_ms")] for c in cases],
+        "ddp": [[d.get("combo"), d.get("world_size"), d.get("rank_samples_ms")] for d in document.get("ddp") or []],
+    }
+    return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _run(document: Mapping[str, Any], kind: str, arch: str) -> Run:
+    env = document["environment"]
+    return Run(
+        kind=kind,
+        arch=arch,
+        started_at=_utc(env["date"]),
+        commit=str(env.get("commit") or "unknown"),
+        branch=env.get("branch"),
+        host=env.get("host"),
+        gpu_name=env.get("gpu_name"),
+        gpu_uuid=env.get("gpu_uuid"),
+        driver=env.get("driver"),
+        torch=_text(env.get("torch")),
+        cuda=_text(env.get("cuda")),
+        cudnn=_text(env.get("cudnn")),
+        python=_text(env.get("python")),
+        options={},
+        environment=dict(env),
+        cases=[],
+    )
+
+
+def _suite_run(document: Mapping[str, Any]) -> Run:
+    cases = document.get("cases") or []
+    # An A/B run (--compare-to) measures a working tree against a revision, not the branch's history; its
+    # verdicts name the working tree, which no other verdict does.
+    ab = any("working tree (" in v for c in cases for v in c.get("verdicts") or [])
+    run = _run(document, "ab" if ab else "suite", str(document["arch"]))
+    run.cases = [_case(c) for c in cases] + [_ddp_case(d) for d in document.get("ddp") or []]
+    return run
+
+
+def _bench_run(document: Mapping[str, Any]) -> Run:
+    env = document["environment"]
+    if env.get("gpu_name"):
+        major, minor = (int(part) for part in str(env["compute_capability"]).split("."))
+        arch = arch_from_gpu(env["gpu_name"], (major, minor))
+    else:
+        arch = "cpu"
+    run = _run(document, "ab" if document.get("comparisons") else "bench", arch)
+    # meddpm-bench/1 read the card's state before and after; later files summarise it per case.
+    first = (document["results"] or [{}])[0]
+    run.driver = run.driver or (first.get("gpu_state_before") or {}).get("driver")
+    run.options = {"preset": document.get("preset"), **(document.get("settings") or {})}
+    process_medians = _bench_process_medians(document.get("process_medians_ms"))
+    run.cases = [_case({**c, "process_medians_ms": process_medians.get(c["combo"], [])}) for c in document["results"]]
+    ddp = document.get("ddp") or []
+    run.cases += [_ddp_case(d) for d in ddp]
+    return run
+
+
+def _bench_process_medians(by_source: Any) -> dict[str, list[float]]:
+    """The working tree's per-process medians by combo (the first source), from a bench run in processes."""
+    if not isinstance(by_source, dict) or not by_source:
+        return {}
+    first = next(iter(by_source.values()))
+    return {str(combo): [float(v) for v in medians] for combo, medians in first.items()}
+
+
+def _case(case: Mapping[str, Any]) -> CaseResult:
+    process_medians = [float(v) for v in case.get("process_medians_ms") or []]
+    median = statistics.median(process_medians) if len(process_medians) > 1 else float(case["stats"]["median"])
+    return CaseResult(
+        case=f"{case['preset']}/{case['combo']}/b{int(case['batch_size'])}",
+        preset=str(case["preset"]),
+        combo=str(case["combo"]),
+        batch_size=int(case["batch_size"]),
+        world_size=None,
+        math_precision=case.get("math_precision"),
+        median_ms=median,
+        process_medians_ms=process_medians,
+        samples_ms=[float(v) for v in case["samples_ms"]],
+        peak_allocated_bytes=_int(case.get("peak_allocated_bytes")),
+        peak_reserved_bytes=_int(case.get("peak_reserved_bytes")),
+        energy_j_per_iter=_float(case.get("energy_j_per_iter")),
+        energy_samples_j=[float(v) for v in case.get("energy_samples_j") or []],
+        tflops=_float(case.get("tflops")),
+        sm_clock_mean_mhz=_float(case.get("sm_clock_mean_mhz")),
+        sm_clock_min_mhz=_float(case.get("sm_clock_min_mhz")),
+        temperature_max_c=_float(case.get("temperature_max_c")),
+        throttle_reasons=list(case.get("throttle_reasons") or []),
+        clock_event_reasons=list(case.get("clock_event_reasons") or []),
+        reliable=case.get("reliable"),
+        outcome=case.get("outcome"),
+        verdicts=[str(v) for v in case.get("verdicts") or []],
+        details={k: v for k, v in case.items() if k not in _COLUMNS},
+    )
+
+
+def _ddp_case(result: Mapping[str, Any]) -> CaseResult:
+    """A DDP result as a case of its own: the slowest rank of each round is the round's time."""
+    ranks: Sequence[Sequence[float]] = result["rank_samples_ms"]
+    slowest = [max(values) for values in zip(*ranks)]
+    energy = result.get("energy_j_per_iter") or []
+    peaks = result.get("peak_allocated_bytes") or []
+    clocks = result.get("sm_clock_min_mhz") or []
+    batch = int(result["batch_per_rank"])
+    world = int(result["world_size"])
+    return CaseResult(
+        case=f"{result['preset']}/{result['combo']}/b{batch}/ddp{world}",
+        preset=str(result["preset"]),
+        combo=str(result["combo"]),
+        batch_size=batch,
+        world_size=world,
+        math_precision=None,
+        median_ms=float(result["median_ms"]),
+        process_medians_ms=[],
+        samples_ms=slowest,
+        peak_allocated_bytes=max(peaks) if peaks else None,
+        peak_reserved_bytes=None,
+        # The job's energy per iteration is every rank's card together.
+        energy_j_per_iter=float(sum(energy)) if energy else None,
+        energy_samples_j=[],
+        tflops=None,
+        sm_clock_mean_mhz=None,
+        sm_clock_min_mhz=float(min(clocks)) if clocks else None,
+        temperature_max_c=None,
+        throttle_reasons=[],
+        clock_event_reasons=[],
+        reliable=None,
+        outcome=None,
+        verdicts=[],
+        details=dict(result),
+    )
+
+
+def _utc(text: str) -> datetime.datetime:
+    """An ISO time as naive UTC (what both SQLite and PostgreSQL columns hold alike)."""
+    moment = datetime.datetime.fromisoformat(text)
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+    return moment
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)

@@ -1,0 +1,93 @@
+"""Loading results files (and other history databases) into the history, a whole batch in one transaction.
+
+A file that cannot be read, is not JSON, or is not a meddpm results file is one line naming it; the
+rest of the batch still goes in. In a folder, other JSON files (pytest-benchmark's, calibration
+outputs) are expected and only noted. The batch is one transaction: an interrupted import stores nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from meddpm.errors import UserError
+from meddpm.history.documents import ForeignDocument, run_from_document
+from meddpm.history.models import Run
+from meddpm.history.store import HistoryStore, copy_run
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+@dataclass
+class ImportReport:
+    """What an import did, and the one-line problem of each file it skipped."""
+
+    files: int = 0
+    added: int = 0
+    present: int = 0
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # files left out that are no problem: nothing to store
+
+
+def expand(paths: Iterable[Path]) -> list[tuple[Path, bool]]:
+    """The files named, with each folder replaced by the ``*.json`` files under it (sorted), each with
+    whether it was named itself (True) or found in a folder (False)."""
+    files: list[tuple[Path, bool]] = []
+    for path in paths:
+        if path.is_dir():
+            files.extend((p, False) for p in sorted(path.rglob("*.json")) if p.is_file())
+        else:
+            files.append((path, True))
+    return files
+
+
+def read_runs(path: Path) -> list[Run]:
+    """The runs in one file: a results JSON (one run) or another history database (all of its runs).
+
+    Raises a one-line UserError (without the file's name) when the file cannot be used.
+    """
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(len(_SQLITE_MAGIC))
+    except OSError as exc:
+        raise UserError(f"cannot read it ({exc.strerror})") from None
+    if head == _SQLITE_MAGIC:
+        with HistoryStore.open(str(path), create=False) as other:
+            return [copy_run(run) for run in other.runs()]
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise UserError("not JSON (binary content)") from None
+    except json.JSONDecodeError as exc:
+        raise UserError(f"not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    except OSError as exc:
+        raise UserError(f"cannot read it ({exc.strerror})") from None
+    cases = document.get("cases", document.get("results")) if isinstance(document, dict) else None
+    if isinstance(cases, list) and not cases and not document.get("ddp"):
+        return []  # a valid run that timed nothing (an Nsight Compute-only session, say)
+    return [run_from_document(document, str(path))]
+
+
+def import_files(store: HistoryStore, paths: Sequence[Path]) -> ImportReport:
+    """Read every file, then store all their runs in one transaction; see :class:`ImportReport`."""
+    report = ImportReport()
+    runs: list[Run] = []
+    for path, named in expand(paths):
+        report.files += 1
+        try:
+            found = read_runs(path)
+        except ForeignDocument as exc:
+            (report.problems if named else report.notes).append(f"{path}: {exc}")
+            continue
+        except UserError as exc:
+            report.problems.append(f"{path}: {exc}")
+            continue
+        if not found:
+            report.notes.append(f"{path}: no timed cases, nothing to store")
+        runs.extend(found)
+    if runs:
+        result = store.add(runs)
+        report.added, report.present = result.added, result.present
+    return report

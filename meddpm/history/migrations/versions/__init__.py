@@ -1,0 +1,1 @@
+"""One module per schema revision, each naming the revision before it."""

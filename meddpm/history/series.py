@@ -1,0 +1,106 @@
+"""Stored runs as series: one row per run and case with each metric, and the environment's changes."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+from meddpm.history.models import Run
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A measured figure with a trend: its column, unit, and the factor from stored value to shown value."""
+
+    name: str
+    column: str
+    unit: str
+    scale: float = 1.0
+
+
+METRICS = {
+    "time": Metric("time", "median_ms", "ms/iter"),
+    "memory": Metric("memory", "peak_allocated_bytes", "GiB peak", 1 / 2**30),
+    "energy": Metric("energy", "energy_j_per_iter", "J/iter"),
+    "tflops": Metric("tflops", "tflops", "TFLOP/s"),
+}
+# The software and hardware whose changes are the usual cause of a step in every case.
+ENVIRONMENT_FIELDS = ("driver", "torch", "cuda", "cudnn", "gpu_name")
+# Runs that make up a trend: an A/B run measures a working tree against a revision, not the branch.
+TREND_KINDS = ("suite", "bench")
+
+
+def case_frame(runs: Sequence[Run]) -> pd.DataFrame:
+    """One row per (run, case): the run's time, commit and environment, and every metric in its unit.
+
+    Rows are ordered by the run's start, oldest first; runs of kinds outside :data:`TREND_KINDS` are left out.
+    """
+    rows = []
+    for run in runs:
+        if run.kind not in TREND_KINDS:
+            continue
+        for case in run.cases:
+            row = {
+                "run_id": run.id,
+                "arch": run.arch,
+                "kind": run.kind,
+                "started_at": run.started_at,
+                "commit": run.commit,
+                "branch": run.branch,
+                "host": run.host,
+                **{name: getattr(run, name) for name in ENVIRONMENT_FIELDS},
+                "case": case.case,
+            }
+            for metric in METRICS.values():
+                value = getattr(case, metric.column)
+                row[metric.name] = None if value is None else float(value) * metric.scale
+            rows.append(row)
+    columns = ["run_id", "arch", "kind", "started_at", "commit", "branch", "host", *ENVIRONMENT_FIELDS, "case"]
+    frame = pd.DataFrame(rows, columns=[*columns, *METRICS])
+    return frame.sort_values(["started_at", "run_id"], kind="stable").reset_index(drop=True)
+
+
+@dataclass(frozen=True)
+class EnvironmentChange:
+    """A field of the environment that differs from the previous run of the same architecture."""
+
+    arch: str
+    run_id: int
+    started_at: datetime.datetime
+    commit: str
+    field: str
+    before: str
+    after: str
+
+    def describe(self) -> str:
+        """E.g. ``driver 580.95 -> 580.159``."""
+        return f"{self.field} {self.before} -> {self.after}"
+
+
+def environment_changes(frame: pd.DataFrame) -> list[EnvironmentChange]:
+    """Every change of driver, torch, CUDA, cuDNN or GPU between consecutive runs of an architecture.
+
+    An unknown value (an old file that did not record the driver, say) is no change: only two known,
+    different values are.
+    """
+    changes = []
+    runs = frame.drop_duplicates("run_id")
+    for arch, group in runs.groupby("arch", sort=True):
+        last: dict[str, str] = {}
+        for row in group.itertuples(index=False):
+            for field in ENVIRONMENT_FIELDS:
+                value = getattr(row, field)
+                if value is None or pd.isna(value):
+                    continue
+                value = str(value)
+                if field in last and last[field] != value:
+                    changes.append(
+                        EnvironmentChange(
+                            str(arch), int(row.run_id), row.started_at, str(row.commit), field, last[field], value
+                        )
+                    )
+                last[field] = value
+    return changes

@@ -1,0 +1,223 @@
+"""The history database: where it is, opening (and migrating) it, appending runs, reading them back.
+
+A path means an SQLite file; anything with ``://`` is an SQLAlchemy URL (``postgresql+psycopg://...``
+for a fleet of runners sharing one server). Every problem a user can fix (a bad URL, a missing driver,
+an unreachable server, a file that is not a database) is a one-line :class:`UserError`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from alembic.util.exc import CommandError
+from sqlalchemy import Engine, create_engine, event, inspect, select, text
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError, SQLAlchemyError
+from sqlalchemy.orm import Session, selectinload
+
+from meddpm.errors import UserError
+from meddpm.history.models import CaseResult, Run
+
+ENV_VAR = "MEDDPM_HISTORY"
+DEFAULT_DB = "perf-history.sqlite"
+MIGRATIONS = Path(__file__).with_name("migrations")
+# Seconds an SQLite writer waits for another one to finish: an import of a whole artifact takes a second or two.
+_BUSY_TIMEOUT_S = 120
+# PostgreSQL advisory-lock key ("medd") that serialises migrations between runners opening one server at once.
+_MIGRATION_LOCK = 0x6D656464
+
+
+def resolve_target(given: str | None, default: str | None = DEFAULT_DB) -> str | None:
+    """The database to use: ``given`` (an option's value), else ``$MEDDPM_HISTORY``, else ``default``.
+
+    Empty values count as not given, so a workflow can pass an unset secret through unchanged.
+    """
+    for value in (given, os.environ.get(ENV_VAR)):
+        if value and value.strip():
+            return value.strip()
+    return default
+
+
+def database_url(target: str) -> URL:
+    """The SQLAlchemy URL for a path (an SQLite file) or a URL, or a one-line UserError."""
+    if "://" not in target:
+        return URL.create("sqlite", database=str(Path(target).expanduser().resolve()))
+    try:
+        return make_url(target)
+    except ArgumentError:
+        raise UserError(
+            f"{target!r} is not a database URL; give a file path or a URL like postgresql+psycopg://host/db"
+        ) from None
+
+
+@dataclass(frozen=True)
+class AddResult:
+    """What an append did: runs stored now, and runs that were there already."""
+
+    added: int
+    present: int
+
+
+class HistoryStore:
+    """An open history database. Use :meth:`open`; close it (or use it in a ``with``) when done."""
+
+    def __init__(self, engine: Engine, label: str):
+        self.engine = engine
+        self.label = label  # the database, for messages: a path, or the URL without its password
+
+    @classmethod
+    def open(cls, target: str, *, create: bool = True) -> HistoryStore:
+        """Open the database at ``target``, creating it (if ``create``) and migrating it to this schema."""
+        url = database_url(target)
+        sqlite = url.get_backend_name() == "sqlite"
+        label = (url.database or ":memory:") if sqlite else url.render_as_string(hide_password=True)
+        if sqlite and url.database:
+            _check_sqlite_path(Path(url.database), create)
+        try:
+            engine = _sqlite_engine(url) if sqlite else create_engine(url, pool_pre_ping=True)
+        except (NoSuchModuleError, ImportError) as exc:
+            extra = " (pip install 'meddpm-perf[postgres]')" if url.get_backend_name() == "postgresql" else ""
+            raise UserError(f"no database driver for {label}: {_first_line(exc)}{extra}") from None
+        store = cls(engine, label)
+        try:
+            store._migrate()
+        except BaseException:
+            engine.dispose()
+            raise
+        return store
+
+    def close(self) -> None:
+        """Release the database connections."""
+        self.engine.dispose()
+
+    def __enter__(self) -> HistoryStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @contextlib.contextmanager
+    def _errors(self, doing: str) -> Iterator[None]:
+        """Database failures as one line naming the database; anything else passes through."""
+        try:
+            yield
+        except SQLAlchemyError as exc:
+            raise UserError(f"history database {self.label}: {doing} failed: {_first_line(exc)}") from None
+
+    def _migrate(self) -> None:
+        config = Config()
+        config.set_main_option("script_location", str(MIGRATIONS))
+        scripts = ScriptDirectory.from_config(config)
+        with self._errors("opening"):
+            # A read first: an up-to-date database, the usual case, needs no write lock.
+            with self.engine.connect() as connection:
+                if MigrationContext.configure(connection).get_current_revision() == scripts.get_current_head():
+                    return
+            with self.engine.execution_options(write=True).begin() as connection:
+                if connection.dialect.name == "postgresql":
+                    connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK})
+                # Read again under the lock: another runner may have migrated the database meanwhile.
+                current = MigrationContext.configure(connection).get_current_revision()
+                if current is not None and current not in {s.revision for s in scripts.walk_revisions()}:
+                    raise UserError(
+                        f"history database {self.label} has schema revision {current}, which this meddpm-perf "
+                        "does not know (a newer one wrote it); upgrade meddpm-perf"
+                    )
+                if current is None and inspect(connection).get_table_names():
+                    raise UserError(f"{self.label} holds tables but no history schema; it is not a history database")
+                config.attributes["connection"] = connection
+                try:
+                    command.upgrade(config, "head")
+                except CommandError as exc:
+                    raise UserError(f"history database {self.label}: migrating failed: {_first_line(exc)}") from None
+
+    def add(self, runs: Sequence[Run]) -> AddResult:
+        """Store the runs not stored yet, all in one transaction: an interrupted append stores none of them."""
+        with self._errors("appending"), Session(self.engine.execution_options(write=True)) as session:
+            with session.begin():
+                fingerprints = [run.fingerprint for run in runs]
+                known = set(session.scalars(select(Run.fingerprint).where(Run.fingerprint.in_(fingerprints))))
+                added = 0
+                for run in runs:
+                    if run.fingerprint not in known and self._insert(session, run):
+                        added += 1
+                    known.add(run.fingerprint)
+        return AddResult(added=added, present=len(runs) - added)
+
+    @staticmethod
+    def _insert(session: Session, run: Run) -> bool:
+        """Insert one run in a savepoint; False if another runner stored the same run meanwhile."""
+        try:
+            with session.begin_nested():
+                session.add(run)
+        except IntegrityError:
+            return False
+        return True
+
+    def runs(self) -> list[Run]:
+        """Every stored run with its cases, oldest first, detached from the database."""
+        query = select(Run).options(selectinload(Run.cases)).order_by(Run.started_at, Run.id)
+        with self._errors("reading"), Session(self.engine, expire_on_commit=False) as session:
+            return list(session.scalars(query))
+
+
+def copy_run(run: Run) -> Run:
+    """A new, unstored copy of ``run`` and its cases (to move runs from one database to another)."""
+    columns = [c.key for c in Run.__table__.columns if c.key != "id"]
+    case_columns = [c.key for c in CaseResult.__table__.columns if c.key not in ("id", "run_id")]
+    copy = Run(**{name: getattr(run, name) for name in columns})
+    copy.cases = [CaseResult(**{name: getattr(case, name) for name in case_columns}) for case in run.cases]
+    return copy
+
+
+def _check_sqlite_path(path: Path, create: bool) -> None:
+    if path.is_dir():
+        raise UserError(f"{path} is a directory; give the history database a file path such as {path / DEFAULT_DB}")
+    if path.exists():
+        return
+    if not create:
+        raise UserError(f"no history database at {path}; create one with 'meddpm-history import' or --history")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot create the history database {path}: {exc.strerror}") from None
+
+
+def _sqlite_engine(url: URL) -> Engine:
+    engine = create_engine(url, connect_args={"timeout": _BUSY_TIMEOUT_S})
+
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_connection, _record) -> None:
+        # pysqlite's own transaction handling defers BEGIN and commits before DDL, so a migration or an
+        # import would not be one transaction; SQLAlchemy's "begin" event below issues BEGIN instead.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        # WAL: readers never block the writer and a crash mid-write keeps the last commit.
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(connection) -> None:
+        # A writer takes the write lock at BEGIN: another writer then waits its turn (busy timeout). A
+        # deferred BEGIN that reads and then writes fails at once with "database is locked" if another
+        # writer committed in between, which two runners appending at the same time would hit.
+        write = connection.get_execution_options().get("write", False)
+        connection.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+    return engine
+
+
+def _first_line(exc: BaseException) -> str:
+    """The first line of an exception's message, without SQLAlchemy's background link."""
+    original = getattr(exc, "orig", None)
+    text_ = str(original if original is not None else exc).strip().splitlines()
+    return text_[0] if text_ else type(exc).__name__

@@ -1,0 +1,156 @@
+"""``meddpm-history``: import (twice adds nothing, bad files named, the rest in), check's exit codes, report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from meddpm.history.cli import main
+from meddpm.history.simulation import simulate, simulated_documents
+from meddpm.history.store import HistoryStore
+
+MEASUREMENTS = Path(__file__).resolve().parent.parent / "docs" / "measurements"
+
+
+@pytest.fixture(autouse=True)
+def _no_history_env(monkeypatch):
+    monkeypatch.delenv("MEDDPM_HISTORY", raising=False)
+
+
+def write_history(folder: Path, logs: np.ndarray, arch: str = "a100") -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    files = []
+    for night, document in enumerate(simulated_documents(logs, arch)):
+        files.append(folder / f"{night:02d}" / "results.json")
+        files[-1].parent.mkdir()
+        files[-1].write_text(json.dumps(document))
+    return files
+
+
+def stored_runs(db: Path) -> int:
+    with HistoryStore.open(str(db), create=False) as store:
+        return len(store.runs())
+
+
+def test_importing_the_measurements_twice_adds_them_once(tmp_path, capsys):
+    db = tmp_path / "h.sqlite"
+    assert main(["import", "--db", str(db), str(MEASUREMENTS)]) == 0
+    first = capsys.readouterr()
+    added = stored_runs(db)
+    assert added >= 22 and f"{added} run(s) added, 0 already in" in first.out
+    assert main(["--db", str(db), "import", str(MEASUREMENTS)]) == 0
+    assert f"0 run(s) added, {added} already in" in capsys.readouterr().out
+    assert stored_runs(db) == added
+
+
+def test_a_corrupt_or_foreign_file_is_one_line_and_the_rest_goes_in(tmp_path, capsys):
+    good = write_history(tmp_path / "runs", simulate(np.random.default_rng(0), 3))
+    corrupt = tmp_path / "corrupt.json"
+    corrupt.write_text(good[0].read_text()[:200])
+    foreign = tmp_path / "benchmark.json"
+    foreign.write_text('{"benchmarks": []}')
+    missing = tmp_path / "missing.json"
+    db = tmp_path / "h.sqlite"
+    assert main(["import", "--db", str(db), str(corrupt), *map(str, good), str(foreign), str(missing)]) == 1
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert len(lines) == 3
+    assert lines[0].startswith(f"meddpm-history: {corrupt}: not JSON (")
+    assert lines[1].startswith(f"meddpm-history: {foreign}: not a meddpm results file (no schema field")
+    assert lines[2].startswith(f"meddpm-history: {missing}: cannot read it (No such file or directory)")
+    assert "6 file(s) read, 3 skipped: 3 run(s) added" in out and stored_runs(db) == 3
+
+
+def test_other_json_in_a_folder_is_only_noted(tmp_path, capsys):
+    write_history(tmp_path / "runs", simulate(np.random.default_rng(0), 2))
+    (tmp_path / "runs" / "benchmark.json").write_text('{"benchmarks": []}')
+    assert main(["import", "--db", str(tmp_path / "h.sqlite"), str(tmp_path / "runs")]) == 0
+    assert "benchmark.json: not a meddpm results file" in capsys.readouterr().err
+
+
+def test_another_history_database_merges_in_with_what_it_knew(tmp_path, capsys):
+    files = write_history(tmp_path / "runs", simulate(np.random.default_rng(0), 4))
+    runner = tmp_path / "runner.sqlite"
+    assert main(["import", "--db", str(runner), *map(str, files[:3])]) == 0
+    with HistoryStore.open(str(runner)) as store, store.engine.begin() as connection:
+        connection.exec_driver_sql("UPDATE runs SET host = 'gpu-runner-7'")
+    shared = tmp_path / "shared.sqlite"
+    assert main(["import", "--db", str(shared), str(files[0]), str(runner), str(files[3])]) == 0
+    assert "4 run(s) added" in capsys.readouterr().out
+    with HistoryStore.open(str(shared)) as store:
+        hosts = [r.host for r in store.runs()]
+    # The first copy of a run wins: files[0] came before the runner's database, so it has no host.
+    assert hosts.count("gpu-runner-7") == 2 and len(hosts) == 4
+
+
+def test_check_fails_on_an_open_regression_naming_case_metric_and_commit(tmp_path, capsys):
+    logs = simulate(np.random.default_rng(1), 24, step_case=1, step_night=20, step=0.05)
+    db = tmp_path / "h.sqlite"
+    main(["import", "--db", str(db), *map(str, write_history(tmp_path / "runs", logs))])
+    capsys.readouterr()
+    assert main(["check", "--db", str(db)]) == 1
+    out = capsys.readouterr().out
+    assert "OPEN REGRESSION: a100 paper/opt1/b1 time +" in out and "from commit c0020" in out
+    assert main(["check", "--db", str(db), "--window", "3"]) == 0  # started 4 runs ago: out of a 3-run window
+    assert "no open regressions" in capsys.readouterr().out
+
+
+def test_check_passes_a_flat_history(tmp_path, capsys):
+    db = tmp_path / "h.sqlite"
+    main(
+        ["import", "--db", str(db), *map(str, write_history(tmp_path / "runs", simulate(np.random.default_rng(3), 12)))]
+    )
+    assert main(["check", "--db", str(db)]) == 0
+    assert "no step changes" in capsys.readouterr().out
+
+
+def test_the_database_comes_from_the_environment_else_the_working_folder(tmp_path, capsys, monkeypatch):
+    files = write_history(tmp_path / "runs", simulate(np.random.default_rng(0), 2))
+    monkeypatch.chdir(tmp_path)
+    assert main(["import", str(files[0])]) == 0
+    assert (tmp_path / "perf-history.sqlite").exists()
+    monkeypatch.setenv("MEDDPM_HISTORY", str(tmp_path / "env.sqlite"))
+    assert main(["import", str(files[1])]) == 0
+    assert stored_runs(tmp_path / "env.sqlite") == 1 and stored_runs(tmp_path / "perf-history.sqlite") == 1
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["check", "--db", "{tmp}/none.sqlite"], "no history database at"),
+        (["report", "--db", "nosuchdb://x/y", "--out", "{tmp}/site"], "no database driver for nosuchdb://x/y"),
+        (["check", "--db", "{tmp}", "--window", "3"], "is a directory"),
+        (["check", "--window", "0"], "--window must be at least 1"),
+    ],
+    ids=["missing", "driver", "directory", "window"],
+)
+def test_user_errors_are_one_line(tmp_path, capsys, args, message):
+    assert main([a.replace("{tmp}", str(tmp_path)) for a in args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0] and err[0].startswith("meddpm-history: error: "), err
+
+
+def test_bad_arguments_are_one_line(capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["report"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exited.value.code == 2 and len(err) == 1 and "the following arguments are required: --out" in err[0]
+
+
+def test_report_writes_a_page_per_architecture(tmp_path, capsys):
+    db = tmp_path / "h.sqlite"
+    main(["import", "--db", str(db), str(MEASUREMENTS)])
+    assert main(["report", "--db", str(db), "--out", str(tmp_path / "site")]) == 0
+    assert "and 2 architecture page(s)" in capsys.readouterr().out
+    assert sorted(p.name for p in (tmp_path / "site").iterdir()) == [
+        "h100.html",
+        "h200.html",
+        "index.html",
+        "plotly.min.js",
+    ]
+    (tmp_path / "file").write_text("")
+    assert main(["report", "--db", str(db), "--out", str(tmp_path / "file")]) == 2
+    assert "is a file; give a folder" in capsys.readouterr().err

@@ -1,0 +1,107 @@
+"""Results documents as history rows: every file in docs/measurements as it is, and what is refused."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from meddpm.errors import UserError
+from meddpm.history.documents import SCHEMAS, ForeignDocument, fingerprint, run_from_document
+
+MEASUREMENTS = Path(__file__).resolve().parent.parent / "docs" / "measurements"
+
+
+def results_files() -> list[Path]:
+    """Every results document kept in docs/measurements, of any version (other JSON there is no results file)."""
+    families = tuple(schema.split("/")[0] + "/" for schema in SCHEMAS)
+    found = []
+    for path in sorted(MEASUREMENTS.rglob("*.json")):
+        document = json.loads(path.read_text())
+        if isinstance(document, dict) and str(document.get("schema", "")).startswith(families):
+            found.append(path)
+    return found
+
+
+def test_every_measured_results_file_imports_as_it_is():
+    files = results_files()
+    runs = [run_from_document(json.loads(p.read_text()), str(p)) for p in files]
+    schemas = {r.schema for r in runs}
+    assert schemas == set(SCHEMAS), f"the measurements hold {schemas}"
+    assert {r.arch for r in runs} == {"h100", "h200"}
+    assert len({r.fingerprint for r in runs}) == len(files)
+    for run in runs:
+        assert run.cases and all(c.median_ms > 0 and c.samples_ms for c in run.cases), run.source
+
+
+def test_what_each_schema_carries_is_kept():
+    suite = run_from_document(json.loads((MEASUREMENTS / "2026-11-23-h200-save" / "results.json").read_text()), "s")
+    assert (suite.kind, suite.arch, suite.commit[:9], suite.cudnn) == ("suite", "h200", "bff69d065", "91900")
+    baseline = suite.cases[0]
+    assert baseline.case == "paper/baseline/b1" and len(baseline.process_medians_ms) == 3
+    assert baseline.median_ms == sorted(baseline.process_medians_ms)[1]  # the median of the process medians
+    assert baseline.throttle_reasons == ["SwPowerCap"] and baseline.verdicts and baseline.energy_samples_j
+    assert baseline.details["stats"]["rounds"] == 15  # fields without a column are kept as they came
+
+    bench_v1 = run_from_document(
+        json.loads((MEASUREMENTS / "2026-11-22-h200-meddpm-bench-paper.json").read_text()), "b"
+    )
+    assert (bench_v1.kind, bench_v1.arch, bench_v1.driver, bench_v1.commit) == (
+        "bench",
+        "h200",
+        "580.159.04",
+        "unknown",
+    )
+
+    h100 = run_from_document(
+        json.loads((MEASUREMENTS / "2026-11-22-h200-fast-v7" / "h100-bench-fast.json").read_text()), "b"
+    )
+    assert h100.arch == "h100" and h100.options["preset"] == "paper"
+
+    ddp = run_from_document(json.loads((MEASUREMENTS / "2026-11-22-h200x2-ddp-results.json").read_text()), "d")
+    two = next(c for c in ddp.cases if c.case == "paper/opt1/b1/ddp2")
+    ranks = two.details["rank_samples_ms"]
+    assert two.world_size == 2 and two.samples_ms == [max(r) for r in zip(*ranks)]
+
+
+def test_an_ab_run_is_told_apart_from_the_history():
+    planted = MEASUREMENTS / "2026-11-23-ab" / "h200-opt1-plant35-5x5" / "results.json"
+    assert run_from_document(json.loads(planted.read_text()), "ab").kind == "ab"
+
+
+def test_a_bench_file_rewritten_with_extras_is_the_same_run():
+    document = json.loads((MEASUREMENTS / "2026-11-22-h200-fast-v7" / "bench-fast.json").read_text())
+    first_save = copy.deepcopy(document)
+    del first_save["kernel_mix"], first_save["sampling"]
+    assert fingerprint(first_save) == fingerprint(document)
+    document["results"][0]["samples_ms"][0] += 1.0
+    assert fingerprint(first_save) != fingerprint(document)
+
+
+@pytest.mark.parametrize(
+    "document, error, message",
+    [
+        ([1, 2], ForeignDocument, "not a meddpm results file (the JSON is not an object)"),
+        ({"benchmarks": []}, ForeignDocument, "no schema field"),
+        ({"schema": "meddpm-baseline/2"}, ForeignDocument, "schema 'meddpm-baseline/2'"),
+        ({"schema": "meddpm-bench/9"}, UserError, "a meddpm-bench/9 file, which this meddpm-perf cannot read"),
+        ({"schema": "meddpm-perf-results/1", "arch": "h200"}, UserError, "field 'environment' is missing"),
+        (
+            {"schema": "meddpm-bench/2", "environment": {"date": "yesterday"}, "results": [{}]},
+            UserError,
+            "a malformed meddpm-bench/2 file",
+        ),
+        (
+            {"schema": "meddpm-perf-results/1", "arch": "h200", "environment": {"date": "2026-11-23"}, "cases": []},
+            UserError,
+            "no measured cases",
+        ),
+    ],
+    ids=["list", "foreign", "baseline", "newer", "no-environment", "bad-date", "no-cases"],
+)
+def test_what_is_not_a_usable_results_document_is_one_line(document, error, message):
+    with pytest.raises(error, match=message.replace("(", r"\(").replace(")", r"\)")) as caught:
+        run_from_document(document, "x.json")
+    assert "\n" not in str(caught.value)
