@@ -5,6 +5,11 @@ combo once (A B C A B C ...), so slow drift of the machine (clocks, temperature,
 tenants) hits every combo alike and the ratios between them stay honest. Rounds continue
 until every combo's relative IQR is under a target, or the time budget or the round limit
 is reached; a combo still noisier than the target is reported as unreliable.
+
+Energy comes after the rounds, from one block of back-to-back iterations per combo, long enough
+that a step of the card's energy counter is under 1 % of the block's energy (see
+:mod:`meddpm.measure.energy`): a single iteration is shorter than the counter's period and
+reads 0 J or a whole step.
 """
 
 from __future__ import annotations
@@ -20,8 +25,19 @@ import torch
 from meddpm.combos import Combo
 from meddpm.config import ModelConfig
 from meddpm.errors import UserError
-from meddpm.measure.flops import train_step_flops
+from meddpm.measure.energy import (
+    ENERGY_METHOD,
+    BlockEnergy,
+    EnergyEstimate,
+    block_energy,
+    plan_block,
+    update_period_s,
+    update_times,
+)
+from meddpm.measure.energy_block import run_block
+from meddpm.measure.flops import forward_flops, train_step_flops
 from meddpm.measure.nvml import Gpu, GpuState, open_gpu
+from meddpm.measure.power_sampler import PowerSampler, poll_period
 from meddpm.measure.stats import Stats
 from meddpm.measure.timing import synchronize, time_once, time_synchronized
 from meddpm.train import TrainStep
@@ -45,6 +61,11 @@ class CampaignSettings:
     max_rounds: int = 30
     rel_iqr_target: float = 0.02
     budget_s: float = 300.0
+    energy_error: float = 0.01  # bound on the energy counter's quantisation error per block
+    energy_windows: int = 3  # windows per block, for the spread of energy per iteration
+    # An energy block per combo after the rounds (1.25 counter periods / energy_error of GPU time,
+    # about 12 s at a 100 ms period); off where only time is judged, as in an A/B run.
+    energy: bool = True
 
     def __post_init__(self) -> None:
         if self.warmup < 0:
@@ -57,11 +78,19 @@ class CampaignSettings:
             raise UserError(f"the relative-IQR target must be above 0, got {self.rel_iqr_target}")
         if not self.budget_s > 0:
             raise UserError(f"the time budget must be above 0 s, got {self.budget_s}")
+        if not 0 < self.energy_error < 1:
+            raise UserError(f"the energy error target must be between 0 and 1, got {self.energy_error}")
+        if self.energy_windows < 2:
+            raise UserError(f"energy needs at least 2 windows per block for a spread, got {self.energy_windows}")
 
 
 @dataclass
 class ComboResult:
-    """What one combo measured: per-iteration times and the figures derived from them."""
+    """What one combo measured: per-iteration times, energy blocks and the figures derived from them.
+
+    ``energy_blocks`` holds one block per measuring process; ``sample_flops`` is the model FLOPs
+    of one volume's full reverse diffusion (all T steps), for the estimated energy of a sample.
+    """
 
     preset: str
     combo: str
@@ -76,9 +105,10 @@ class ComboResult:
     stop_reason: str = ""
     peak_allocated_bytes: int | None = None
     peak_reserved_bytes: int | None = None
-    energy_samples_j: list[float] = field(default_factory=list)
     energy_note: str = ""
     gpu_states: list[GpuState] = field(default_factory=list)
+    energy_blocks: list[BlockEnergy] = field(default_factory=list)
+    sample_flops: int = 0
 
     @property
     def stats(self) -> Stats:
@@ -106,16 +136,61 @@ class ComboResult:
         return float(np.prod(self.volume)) * self.batch_size * self.iterations_per_s
 
     @property
+    def energy(self) -> EnergyEstimate | None:
+        """Energy per iteration over every block, its counter bound and its replicates (None if not measured).
+
+        The replicates are the blocks' figures where several processes measured, else the one
+        block's windows.
+        """
+        blocks = [b for b in self.energy_blocks if b.iterations]
+        if not blocks:
+            return None
+        per_block = [b.counter_j / b.iterations for b in blocks]
+        windows = [w.counter_j / w.iterations for w in blocks[0].windows]
+        return EnergyEstimate(
+            j_per_iter=sum(b.counter_j for b in blocks) / sum(b.iterations for b in blocks),
+            # The total's error is a sum of the blocks' errors, each under its bound x its energy.
+            quantisation=max(b.quantisation for b in blocks),
+            replicates=tuple(per_block if len(blocks) > 1 else windows),
+        )
+
+    @property
     def energy_j_per_iter(self) -> float | None:
-        """Mean energy per iteration from the card's total-energy counter, if it has one."""
-        return float(np.mean(self.energy_samples_j)) if self.energy_samples_j else None
+        """Energy per training iteration from the card's total-energy counter, if it has one."""
+        return self.energy.j_per_iter if self.energy else None
 
     @property
     def mean_power_w(self) -> float | None:
-        """Energy over GPU time: the card's mean power while iterating."""
-        if not self.energy_samples_j:
-            return None
-        return sum(self.energy_samples_j) / (sum(self.samples_ms) * 1e-3)
+        """The card's mean power over the energy windows: their energy over their GPU time."""
+        seconds = sum(w.gpu_s for b in self.energy_blocks for w in b.windows)
+        return sum(b.counter_j for b in self.energy_blocks) / seconds if seconds else None
+
+    @property
+    def energy_period_ms(self) -> float | None:
+        """The energy counter's update period seen while measuring (the longest over the blocks)."""
+        return max((b.period_s * 1e3 for b in self.energy_blocks), default=None)
+
+    @property
+    def energy_j_per_volume(self) -> float | None:
+        """Energy per training sample (one volume of the batch)."""
+        e = self.energy_j_per_iter
+        return None if e is None else e / self.batch_size
+
+    @property
+    def tflop_per_j(self) -> float | None:
+        """Model TFLOP per joule of the card: the training step's work over its energy."""
+        e = self.energy_j_per_iter
+        return None if not e else self.flops_per_iter / e / 1e12
+
+    @property
+    def sample_energy_j_estimate(self) -> float | None:
+        """Estimated energy of one volume's full reverse diffusion, at the training step's joules per FLOP.
+
+        An estimate: sampling runs forward passes only, whose joules per FLOP differ from a
+        training step's; ``meddpm-bench --sample`` measures it.
+        """
+        e = self.energy_j_per_iter
+        return None if e is None or not self.sample_flops else e / self.flops_per_iter * self.sample_flops
 
     @property
     def clock_event_reasons(self) -> tuple[str, ...]:
@@ -168,7 +243,14 @@ class ComboResult:
             iterations_per_s=self.iterations_per_s,
             voxels_per_s=self.voxels_per_s,
             energy_j_per_iter=self.energy_j_per_iter,
+            energy_quantisation=self.energy.quantisation if self.energy else None,
+            energy_spread=self.energy.spread if self.energy else None,
+            energy_period_ms=self.energy_period_ms,
+            energy_method=ENERGY_METHOD if self.energy else None,
             mean_power_w=self.mean_power_w,
+            energy_j_per_volume=self.energy_j_per_volume,
+            tflop_per_j=self.tflop_per_j,
+            sample_energy_j_estimate=self.sample_energy_j_estimate,
             clock_event_reasons=list(self.clock_event_reasons),
             throttle_reasons=list(self.throttle_reasons),
             **self.gpu_summary(),
@@ -178,9 +260,9 @@ class ComboResult:
 
 @dataclass(frozen=True)
 class Progress:
-    """A step of a campaign, for progress displays: a warm-up iteration or a round done."""
+    """A step of a campaign, for progress displays: a warm-up iteration, a round, or an energy block begun."""
 
-    phase: str  # "warmup" or "round"
+    phase: str  # "warmup", "round" or "energy" (and "process" from a ProcessCampaign)
     combo: str
     done: int
     total: int
@@ -227,6 +309,8 @@ class Campaign:
                 self._prepare(combo, notify)
             current = ""
             self._rounds(notify)
+            if self.settings.energy:
+                self._energy(notify)
         except RuntimeError as exc:  # torch.cuda.OutOfMemoryError is one
             if not _out_of_memory(exc):
                 raise
@@ -283,6 +367,7 @@ class Campaign:
             rel_iqr_target=self.settings.rel_iqr_target,
             energy_note="" if self._gpu else self._gpu_note,
             peak_allocated_bytes=graph_peak,
+            sample_flops=self.config.timesteps * forward_flops(self.config),
         )
 
     def _rounds(self, notify: Callable[[Progress], None]) -> None:
@@ -310,22 +395,37 @@ class Campaign:
         for r in self.results.values():
             r.stop_reason = reason
 
+    def _energy(self, notify: Callable[[Progress], None]) -> None:
+        """One block of back-to-back iterations per combo, planned from the counter's period and the median time."""
+        gpu, s = self._gpu, self.settings
+        if gpu is None:
+            return
+        period = poll_period(gpu.energy_mj)
+        if period is None:
+            for r in self.results.values():
+                r.energy_note = "the energy counter is unsupported on this GPU or did not advance in 1.5 s"
+            return
+        for done, (name, step) in enumerate(self.steps.items(), 1):
+            result = self.results[name]
+            plan = plan_block(period, result.stats.median / 1e3, s.energy_error, s.energy_windows)
+            detail = f"{plan.windows} x {plan.window_iterations} iterations, counter period {period * 1e3:.0f} ms"
+            notify(Progress("energy", name, done, len(self.steps), detail))
+            run = run_block(step, self.device, PowerSampler(gpu), plan)
+            # The period seen under load, where the sampler saw enough updates; the idle one otherwise.
+            seen = update_period_s(update_times(run.readings)) or period
+            iterations = [plan.window_iterations] * plan.windows
+            result.energy_blocks.append(block_energy(run.readings, run.edges_s, iterations, run.gpu_s, seen))
+
     def _time_one(self, name: str, step: TrainStep) -> None:
         result, gpu, device = self.results[name], self._gpu, self.device
         synchronize(device)
         others = _allocated(device) - self._own_bytes[name]
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
-        energy_start = gpu.energy_mj() if gpu else None
         states: list[GpuState] = []
         sample_state = (lambda: states.append(gpu.state())) if gpu else None
         result.samples_ms.append(time_synchronized(step, device, during=sample_state))
         result.gpu_states.extend(states)
-        energy_end = gpu.energy_mj() if gpu else None
-        if energy_start is not None and energy_end is not None:
-            result.energy_samples_j.append((energy_end - energy_start) / 1e3)
-        elif gpu and not result.energy_note:
-            result.energy_note = "the energy counter is unsupported on this GPU"
         if device.type == "cuda":
             # Peak allocation is additive over live tensors, so subtracting what the other
             # combos hold leaves this combo's own peak, as if it ran alone.

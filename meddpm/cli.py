@@ -18,18 +18,24 @@ import torch.distributed
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from meddpm import bench_processes
 from meddpm.atomic import write_json_atomic
 from meddpm.bench import CPU_DEFAULT_COMBOS, Campaign, CampaignSettings, ComboResult
 from meddpm.bench import Progress as CampaignProgress
 from meddpm.combos import COMBOS, get_combo
 from meddpm.config import PRESETS, ModelConfig
 from meddpm.distributed import run_ddp
-from meddpm.errors import UserError
+from meddpm.errors import UserError, run_command
+from meddpm.history.append import append_results, history_target
+from meddpm.history.store import DEFAULT_DB as HISTORY_DB
+from meddpm.history.store import ENV_VAR as HISTORY_ENV_VAR
 from meddpm.measure.environment import environment
 from meddpm.measure.host_memory import host_memory_needed
 from meddpm.measure.kernel_mix import category_shares, profile_kernels
-from meddpm.report import ddp_table, format_table, kernel_mix_table, results_table
-from meddpm.sampling import time_sampling
+from meddpm.measure.power_plot import power_chart
+from meddpm.measure.processes import AB_PROCESSES, ProcessCampaign
+from meddpm.measure.sample_energy import sample_with_energy
+from meddpm.report import ddp_table, energy_table, format_table, kernel_mix_table, results_table
 
 PROG = "meddpm-bench"
 JSON_SCHEMA = "meddpm-bench/2"
@@ -90,7 +96,27 @@ def _parser() -> argparse.ArgumentParser:
         default=0,
         help="also measure DDP (torchrun) on 1..N GPUs per combo, weak scaling (NCCL; on the CPU: N gloo processes)",
     )
+    p.add_argument(
+        "--processes",
+        type=int,
+        help="measure every combo in N fresh processes (each its own CUDA context, autotuning and compilation) "
+        f"and show the spread of their medians (default: 1, or {AB_PROCESSES} a side with --compare-to)",
+    )
+    p.add_argument(
+        "--compare-to",
+        metavar="REV",
+        help="A/B: measure git revision REV and the working tree in alternating processes; per combo the ratio, "
+        "its interval, p and the smallest change this run could see; exit 1 on a significant slowdown",
+    )
     p.add_argument("--json", help="where to write results (default: bench-results/<time>-<preset>.json)")
+    p.add_argument(
+        "--history",
+        nargs="?",
+        const="",
+        metavar="PATH_OR_URL",
+        help=f"append the run to this history database (SQLite file or SQLAlchemy URL) once the JSON is written; "
+        f"alone: ${HISTORY_ENV_VAR}, else ./{HISTORY_DB} (default: ${HISTORY_ENV_VAR} if set, else none)",
+    )
     return p
 
 
@@ -230,7 +256,11 @@ def run(argv: Sequence[str] | None = None) -> int:
     batch = _positive("--batch-size", args.batch_size)
     settings = _settings(args, on_gpu)
     _check_extras(args, device)
+    process_plan = bench_processes.plan(
+        args.processes, args.compare_to, kernel_mix=args.kernel_mix, sample=args.sample, gpus=args.gpus
+    )
     json_path = _json_path(args.json, config.name)
+    history = history_target(args.history or None, HISTORY_DB if args.history == "" else None)
     if not on_gpu:
         _check_ram(config, combos, batch, args.gpus)
     if on_gpu:
@@ -256,14 +286,24 @@ def run(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
 
-    campaign = Campaign(config, [get_combo(n) for n in combos], device, batch_size=batch, settings=settings)
-    results = list(_measure(campaign, combos, settings).values())
+    campaign: Campaign | ProcessCampaign
+    if process_plan.active:
+        with bench_processes.campaign(process_plan, config, combos, device, batch, settings) as campaign:
+            results = list(campaign.run(bench_processes.log_progress(PROG)).values())
+    else:
+        campaign = Campaign(config, [get_combo(n) for n in combos], device, batch_size=batch, settings=settings)
+        results = list(_measure(campaign, combos, settings).values())
     # The training table first, and the JSON rewritten after every extra: the kernel mix, sampling
     # and DDP take minutes, and an interrupted or timed-out run keeps what it had measured.
     print(format_table(results_table(results)))
     print(f"stopped: {results[0].stop_reason}")
     _print_gpu_state(results)
+    energy = energy_table(results)
+    if not energy.empty:
+        print("energy (NVML counter over windows of back-to-back iterations; docs/energy.md):")
+        print(format_table(energy))
     extras: dict[str, object] = {}
+    status = _report_processes(campaign, extras) if process_plan.active else 0
 
     def save() -> None:
         document = {
@@ -281,6 +321,11 @@ def run(argv: Sequence[str] | None = None) -> int:
 
     save()
     print(f"results written to {json_path}")
+    if history is not None:
+        _append_history(history, json_path, args)
+    if any(r.energy_blocks for r in results):
+        title = f"power and SM clock, {config.name} b{batch}, {where}"
+        print(f"power chart: {power_chart(results, json_path.with_suffix('.power.png'), title)}")
     if args.kernel_mix:
         extras["kernel_mix"] = _kernel_mix(campaign)
         save()
@@ -293,7 +338,39 @@ def run(argv: Sequence[str] | None = None) -> int:
         save()
     if extras:
         print(f"results written to {json_path}, with {', '.join(extras)}")
-    return 0
+    return status
+
+
+def _append_history(target: str, json_path: Path, args: argparse.Namespace) -> None:
+    """Append the run to the history; a failure is one line, and the JSON stays as written."""
+    try:
+        print(append_results(target, json_path, vars(args), PROG))
+    except (UserError, OSError) as exc:
+        reason = " ".join(str(exc).split())
+        print(f"{PROG}: run not appended to the history ({json_path} has it): {reason}", file=sys.stderr)
+
+
+def _report_processes(campaign: ProcessCampaign, extras: dict[str, object]) -> int:
+    """Print the process medians and, for an A/B run, the verdicts; 1 if the working tree is slower."""
+    print(f"per-process medians ({campaign.sources[0].label}):")
+    print(format_table(bench_processes.spread_table(campaign)))
+    extras["process_medians_ms"] = {
+        s.label: {c: campaign.process_medians(c, s) for c in campaign.combos} for s in campaign.sources
+    }
+    if len(campaign.sources) == 1:
+        return 0
+    verdicts = bench_processes.ab_verdicts(campaign)
+    tree, rev = campaign.sources
+    print(f"A/B, {campaign.processes} processes a side: {tree.label} against {rev.label}")
+    print(format_table(bench_processes.ab_table(verdicts, campaign.sources)))
+    extras["comparisons"] = {
+        combo: {"outcome": v.outcome, "threshold": v.tolerance, **v.comparison.as_dict()}
+        for combo, v in verdicts.items()
+    }
+    slower = [combo for combo, v in verdicts.items() if v.failed]
+    if slower:
+        print(f"slower than {rev.label}: {', '.join(slower)}")
+    return 1 if slower else 0
 
 
 def _measure(campaign: Campaign, combos: Sequence[str], settings: CampaignSettings) -> dict[str, ComboResult]:
@@ -305,7 +382,7 @@ def _measure(campaign: Campaign, combos: Sequence[str], settings: CampaignSettin
     if not console.is_terminal:
 
         def log(p: CampaignProgress) -> None:
-            step = f"warm-up {p.combo}" if p.phase == "warmup" else "round"
+            step = {"warmup": f"warm-up {p.combo}", "energy": f"energy {p.combo}"}.get(p.phase, "round")
             detail = f": {p.detail}" if p.detail else ""
             print(f"{PROG}: {step} {p.done}/{p.total}{detail}", file=sys.stderr, flush=True)
 
@@ -318,6 +395,8 @@ def _measure(campaign: Campaign, combos: Sequence[str], settings: CampaignSettin
         def show(p: CampaignProgress) -> None:
             if p.phase == "warmup":
                 progress.update(tasks[p.combo], completed=p.done, description=f"warm-up {p.combo} {p.detail}")
+            elif p.phase == "energy":
+                progress.update(rounds_task, description=f"energy {p.combo} {p.done}/{p.total}")
             else:
                 progress.update(rounds_task, completed=p.done, description=f"rounds {p.detail}")
 
@@ -340,11 +419,15 @@ def _kernel_mix(campaign: Campaign) -> dict[str, list[dict[str, object]]]:
 
 
 def _sampling(config: ModelConfig, combos: Sequence[str], device: torch.device) -> list[dict[str, object]]:
-    """Time a full reverse diffusion per combo; print and return the figures."""
+    """Time a full reverse diffusion per combo, with its energy where the GPU has a counter; print and return."""
     rows = []
     for name in combos:
-        r = time_sampling(config, get_combo(name), device)
-        rows.append({"combo": name, "seconds": r.seconds, "ms/step": r.ms_per_step, "warm-up s": r.warmup_s})
+        r, block = sample_with_energy(config, get_combo(name), device)
+        row: dict[str, object] = {"combo": name, "seconds": r.seconds, "ms/step": r.ms_per_step}
+        row["warm-up s"] = r.warmup_s
+        if block is not None:
+            row.update({"J/sample": block.counter_j / block.iterations, "bound %": 100 * block.quantisation})
+        rows.append(row)
     print(f"sampling: {config.timesteps} reverse steps of one {config.volume} volume")
     print(pd.DataFrame(rows).set_index("combo").to_string(float_format=lambda v: f"{v:.2f}"))
     return rows
@@ -392,15 +475,7 @@ def _print_gpu_state(results: Sequence[ComboResult]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Console entry point: user errors print one line and exit with status 2."""
-    try:
-        return run(argv)
-    except UserError as exc:
-        # One line even where a message quotes a subprocess's output (a DDP worker's, say).
-        print(f"{PROG}: error: {' '.join(str(exc).split())}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
+    return run_command(PROG, lambda: run(argv))
 
 
 if __name__ == "__main__":

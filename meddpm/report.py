@@ -44,6 +44,35 @@ def results_table(results: Sequence[ComboResult]) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("combo")
 
 
+def energy_table(results: Sequence[ComboResult]) -> pd.DataFrame:
+    """One row per combo with energy: per iteration (with its counter bound and spread), mean power,
+    per training volume, per full reverse diffusion (estimated at the training step's J/FLOP), TFLOP/J.
+    """
+    rows = []
+    for r in results:
+        e = r.energy
+        if e is None:
+            continue
+        blocks = r.energy_blocks
+        first = blocks[0].windows
+        windows = f"{len(blocks)} processes" if len(blocks) > 1 else f"{len(first)} x {first[0].iterations} it."
+        rows.append(
+            {
+                "combo": r.combo,
+                "J/iter": e.j_per_iter,
+                "bound %": 100 * e.quantisation,
+                "spread %": 100 * e.spread,
+                "W": _nan(r.mean_power_w),
+                "J/volume": _nan(r.energy_j_per_volume),
+                "kJ/sample est.": _nan(r.sample_energy_j_estimate) / 1e3,
+                "TFLOP/J": _nan(r.tflop_per_j),
+                "period ms": _nan(r.energy_period_ms),
+                "windows": windows,
+            }
+        )
+    return pd.DataFrame(rows).set_index("combo") if rows else pd.DataFrame()
+
+
 def format_table(table: pd.DataFrame) -> str:
     """The table as aligned text, with units fitting each column."""
     formats = {
@@ -55,6 +84,12 @@ def format_table(table: pd.DataFrame) -> str:
         "TFLOP/s": "{:.2f}",
         "J/iter": "{:.1f}",
         "W": "{:.0f}",
+        "bound %": "{:.2f}",
+        "spread %": "{:.2f}",
+        "J/volume": "{:.1f}",
+        "kJ/sample est.": "{:.2f}",
+        "TFLOP/J": "{:.3f}",
+        "period ms": "{:.0f}",
         "SM MHz min": "{:.0f}",
         "warm-up s": "{:.1f}",
     }

@@ -4,13 +4,16 @@ The suite and ``meddpm-bench`` start several of these (``--perf-processes`` / ``
 each with a fresh CUDA context, cuDNN autotuning and Inductor compilation, and judge the
 spread of their medians. For an A/B run against a git revision the same command runs from
 that revision's checkout, so its arguments and its JSON (schema ``meddpm-worker/1``) are a
-protocol between revisions: change them only with a new schema name.
+protocol between revisions: change them only with a new schema name. The environment variable
+``MEDDPM_ENERGY_BLOCKS=0`` turns the energy blocks off (an A/B run judges time only); a worker
+that predates the blocks ignores it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -24,8 +27,7 @@ from meddpm.combos import get_combo
 from meddpm.config import ModelConfig
 from meddpm.errors import UserError
 from meddpm.measure.environment import environment
-
-SCHEMA = "meddpm-worker/1"
+from meddpm.measure.processes import ENERGY_BLOCKS, WORKER_SCHEMA
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -55,6 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         max_rounds=args.max_rounds,
         rel_iqr_target=args.rel_iqr,
         budget_s=args.budget,
+        energy=os.environ.get(ENERGY_BLOCKS, "1") != "0",
     )
     combos = [get_combo(name) for name in args.combos.split(",")]
     campaign = Campaign(ModelConfig.preset(args.preset), combos, device, batch_size=args.batch_size, settings=settings)
@@ -64,7 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"UserError: {exc}", file=sys.stderr)
         return 2
     document = {
-        "schema": SCHEMA,
+        "schema": WORKER_SCHEMA,
         # Which code ran: the parent checks it is the checkout it meant to measure.
         "package": str(Path(meddpm.__file__).resolve().parent),
         "environment": environment(device),

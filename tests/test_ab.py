@@ -3,6 +3,7 @@ fake clock planted in its bench, so that the outcome depends on the code and not
 """
 
 import fnmatch
+import json
 import re
 import shutil
 import subprocess
@@ -106,3 +107,67 @@ def test_bad_revisions_are_one_line_before_measuring(repo, args, message):
     error = [line for line in result.stderr.splitlines() if line.startswith("ERROR: ")]
     assert len(error) == 1 and fnmatch.fnmatch(error[0], f"ERROR: {message}*"), result.stderr
     assert "Traceback" not in result.stderr
+
+
+def run_bench(repo: Path, *args: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "meddpm.cli", "--combos=baseline", "--warmup=0", "--iters=2", *args]
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(repo), "PYTHONPATH": str(repo)}
+    return subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_bench_ab_flags_a_planted_slowdown_and_passes_a_clean_run(repo):
+    set_clock(repo, 110.0)
+    planted = run_bench(repo, "--compare-to=HEAD", "--processes=2", "--json=planted.json")
+    assert planted.returncode == 1, planted.stdout + planted.stderr
+    assert "A/B, 2 processes a side: working tree (" in planted.stdout
+    row = next(line for line in planted.stdout.splitlines() if line.startswith("baseline") and "regression" in line)
+    assert re.search(r" 1\.(09\d\d|10\d\d) ", row), row
+    assert "slower than HEAD (" in planted.stdout
+    document = json.loads((repo / "planted.json").read_text())
+    assert document["comparisons"]["baseline"]["outcome"] == "regression"
+    assert len(document["process_medians_ms"]) == 2  # both sides, two processes each
+
+    git(repo, "checkout", "-q", "--", ".")
+    clean = run_bench(repo, "--compare-to=HEAD", "--processes=2", "--json=clean.json")
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    assert "unchanged" in clean.stdout and "slower than" not in clean.stdout
+    assert not git(repo, "worktree", "list").count("\n"), "the revision's temporary worktree was left behind"
+
+
+def test_bench_refuses_a_revision_that_predates_the_worker(repo):
+    result = run_bench(repo, "--compare-to=HEAD~1")
+    assert result.returncode == 2, result.stdout + result.stderr
+    message = "meddpm-bench: error: --compare-to: HEAD~1 (*) predates process-level measuring (it has no meddpm/wo*"
+    assert fnmatch.fnmatch(result.stderr.strip(), message), result.stderr
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("--compare-to=no-such-rev",), "--compare-to: unknown revision 'no-such-rev'; give a commit, branch or tag*"),
+        (("--compare-to= ",), "--compare-to is empty; give a commit, branch or tag*"),
+        (
+            ("--compare-to=HEAD", "--processes=1"),
+            "--processes must be at least 2 (an A/B needs a spread on each side)*",
+        ),
+        (("--processes=0",), "--processes must be at least 1, got 0"),
+        (("--compare-to=HEAD", "--sample"), "--sample would measure the working tree only; run it without*"),
+        (("--compare-to=HEAD", "--gpus=1"), "--gpus would measure the working tree only; run it without*"),
+    ],
+)
+def test_bench_bad_process_options_are_one_line_before_measuring(args, message, capsys, tmp_path):
+    from meddpm.cli import main
+
+    assert main(["--device=cpu", "--combos=baseline", f"--json={tmp_path / 'r.json'}", *args]) == 2
+    err = capsys.readouterr().err
+    assert fnmatch.fnmatch(err.strip(), f"meddpm-bench: error: {message}"), err
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_bench_kernel_mix_is_refused_with_processes_before_any_gpu_work():
+    from meddpm.bench_processes import plan
+    from meddpm.errors import UserError
+
+    with pytest.raises(UserError, match="--kernel-mix profiles the models of this process"):
+        plan(2, None, kernel_mix=True, sample=False, gpus=0)
+    assert plan(None, None, kernel_mix=True, sample=False, gpus=0).active is False

@@ -1,6 +1,9 @@
 """Process-level statistics: ratios, intervals, tests and detectable effects of process medians."""
 
+import json
 import math
+import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -82,3 +85,33 @@ def test_sources_alternate_abba():
     a, b = Source("A", None, ""), Source("B", None, "")  # type: ignore[arg-type]
     assert [s.label for s in alternating([a, b], 3)] == ["A", "B", "B", "A", "A", "B"]
     assert [s.label for s in alternating([a], 3)] == ["A", "A", "A"]
+
+
+@pytest.mark.parametrize("sources, expected", [(1, ["1", "0", "0"]), (2, ["0"] * 6)])
+def test_energy_blocks_run_in_the_first_process_only_and_never_in_an_ab_run(monkeypatch, tmp_path, sources, expected):
+    from meddpm.bench import CampaignSettings
+    from meddpm.config import ModelConfig
+    from meddpm.measure import processes
+    from meddpm.measure.processes import ENERGY_BLOCKS, WORKER_SCHEMA, ProcessCampaign
+
+    switches = []
+
+    def worker(cmd, env, **kwargs):
+        """A worker that measures nothing: it records its energy switch and writes an empty document."""
+        switches.append(env[ENERGY_BLOCKS])
+        out = Path(cmd[cmd.index("--out") + 1])
+        out.write_text(json.dumps({"schema": WORKER_SCHEMA, "package": str(tmp_path / "meddpm"), "results": []}))
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(processes.subprocess, "run", worker)
+    campaign = ProcessCampaign(
+        ModelConfig.preset("tiny"),
+        ["baseline"],
+        "cpu",
+        batch_size=1,
+        settings=CampaignSettings(),
+        processes=3,
+        sources=[Source(label, tmp_path, "") for label in "AB"[:sources]],
+    )
+    campaign.run()
+    assert switches == expected

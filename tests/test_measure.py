@@ -2,13 +2,14 @@
 
 import json
 import subprocess
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 from meddpm.atomic import write_json_atomic
 from meddpm.measure.environment import git_commit
-from meddpm.measure.nvml import decode_clock_event_reasons, open_gpu
+from meddpm.measure.nvml import Gpu, decode_clock_event_reasons, open_gpu
 from meddpm.measure.stats import Stats
 from meddpm.measure.timing import time_synchronized
 
@@ -67,3 +68,29 @@ def test_the_recorded_commit_says_when_the_code_differs_from_it(tmp_path, monkey
     (tmp_path / "f.py").write_text("a = 2\n")
     assert git_commit(tmp_path) == f"{head}+dirty"
     assert git_commit(tmp_path / "missing") == "unknown"
+
+
+class FakeNvml:
+    """The few pynvml names Gpu.instant_power_w reads, answering with ``ret`` and 412.5 W."""
+
+    NVMLError = RuntimeError
+    NVML_SUCCESS = 0
+    NVML_FI_DEV_POWER_INSTANT = 186
+    NVML_VALUE_TYPE_DOUBLE, NVML_VALUE_TYPE_UNSIGNED_INT, NVML_VALUE_TYPE_UNSIGNED_LONG = 0, 1, 2
+    NVML_VALUE_TYPE_UNSIGNED_LONG_LONG, NVML_VALUE_TYPE_SIGNED_LONG_LONG = 3, 4
+    NVML_VALUE_TYPE_SIGNED_INT, NVML_VALUE_TYPE_UNSIGNED_SHORT = 5, 7
+
+    def __init__(self, ret: int):
+        self.ret, self.calls = ret, 0
+
+    def nvmlDeviceGetFieldValues(self, handle, fields):
+        self.calls += 1
+        assert fields == [186]
+        return [SimpleNamespace(nvmlReturn=self.ret, valueType=1, value=SimpleNamespace(uiVal=412_500))]
+
+
+def test_instant_power_comes_from_the_field_and_is_not_asked_again_where_missing():
+    assert Gpu(FakeNvml(ret=0), handle=None).instant_power_w() == 412.5
+    missing = FakeNvml(ret=3)  # NVML_ERROR_NOT_SUPPORTED
+    gpu = Gpu(missing, handle=None)
+    assert gpu.instant_power_w() is None and gpu.instant_power_w() is None and missing.calls == 1

@@ -12,6 +12,7 @@ import pytest
 from filelock import FileLock
 
 from meddpm.bench import ComboResult
+from meddpm.measure.energy import BlockEnergy, EnergyEstimate, WindowEnergy
 from meddpm.suite.baseline import (
     SCHEMA,
     BaselineError,
@@ -254,3 +255,47 @@ def test_measured_ncu_expectations_hold_on_the_stored_totals(arch):
         combo, reference = (stored.ncu[f"{e.preset}/{name}/b1"].totals[key] for name in (e.combo, e.reference))
         ratio = combo / reference if reference else math.inf
         assert e.holds(ratio), f"{arch}: {e.describe()} but the stored totals give {ratio:.3f}"
+
+
+def energy_block(j_per_window: float = 300.0, quantisation: float = 0.008) -> BlockEnergy:
+    window = WindowEnergy(iterations=10, gpu_s=0.5, counter_j=j_per_window, interpolated_j=None, integrated_j=None)
+    windows = (window, replace(window, counter_j=j_per_window * 1.01))
+    return BlockEnergy(windows=windows, period_s=0.1, quantisation=quantisation, trace=())
+
+
+def test_energy_is_saved_with_its_method_bound_and_replicates(tmp_path, suite_options):
+    run = SuiteRun(suite_options(save_baseline=True), None, lambda line: None)
+    result = ComboResult("tiny", "baseline", 1, (16, 16, 16), "fp32", [10.0, 11.0, 10.5], [], 0.0, 1, 1.0)
+    result.energy_blocks.append(energy_block())
+    run.records["cpu-tiny-baseline-b1"] = CaseRecord(PerfCase("cpu", "tiny", "baseline", 1), result)
+    assert run.save(failed_tests=0).startswith("baseline saved: 1 case(s)")
+    stored = load_baseline(tmp_path / "cpu.json", "cpu").case(CaseKey("tiny", "baseline", 1))
+    assert stored.energy_method == "counter-window/1" and stored.energy_samples_j == []
+    assert stored.energy == EnergyEstimate(30.15, 0.008, (30.0, 30.3))
+    assert stored.environment["energy_counter_period_ms"] == 100.0
+
+
+def test_a_case_saved_before_energy_windows_has_no_usable_energy(tmp_path):
+    # The committed files' cases: per-iteration samples (0 for short iterations) and no method.
+    legacy = replace(case("fast"), energy_j_per_iter=30.21, energy_samples_j=[0.0, 63.359, 0.0, 58.035])
+    path = tmp_path / "h200.json"
+    save_baseline(path, BaselineFile(arch="h200", cases={"paper/fast/b1": legacy}))
+    loaded = load_baseline(path, "h200").case(CaseKey("paper", "fast", 1))
+    assert loaded.energy_method == "" and loaded.energy is None and loaded.energy_j_per_iter == 30.21
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        (dict(energy_method="guess/0"), "energy_method = 'guess/0', which must be counter-window/1"),
+        (dict(energy_quantisation=1.5), "energy_quantisation = 1.5, which must be a fraction from 0 to 1"),
+        (dict(energy_j_per_iter=0.0), "energy_j_per_iter = 0.0, which must be above 0 J"),
+        (dict(energy_replicates_j=[30.0, float("nan")]), "energy_replicates_j[1] = nan, which must be finite"),
+    ],
+)
+def test_stored_energy_no_verdict_can_use_is_refused(tmp_path, fields, message):
+    good = dict(energy_method="counter-window/1", energy_quantisation=0.008, energy_replicates_j=[30.0, 30.3])
+    path = tmp_path / "h200.json"
+    save_baseline(path, BaselineFile(arch="h200", cases={"paper/opt1/b1": replace(case(), **{**good, **fields})}))
+    with pytest.raises(BaselineError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        load_baseline(path, "h200")

@@ -1,10 +1,13 @@
 """Verdicts on synthetic samples: significance and tolerance both needed, messages that say what to do."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
-from meddpm.suite.baseline import Expectation, Tolerances
-from meddpm.suite.verdict import judge_ceiling, judge_expectation, judge_samples, min_p_value
+from meddpm.measure.energy import EnergyEstimate
+from meddpm.suite.baseline import CaseBaseline, Expectation, Tolerances
+from meddpm.suite.verdict import judge_ceiling, judge_energy, judge_expectation, judge_samples, min_p_value
 
 TOL = Tolerances()  # 5 % time, 2 % memory, 10 % energy, alpha 0.01
 rng = np.random.default_rng(0)
@@ -56,8 +59,8 @@ def test_improvements_are_reported_not_failed():
     assert v.outcome == "improvement" and not v.failed and "--save-baseline" in v.message()
 
 
-def test_energy_needs_samples_on_both_sides():
-    v = judge_samples("c", "energy", [], [1.0, 2.0], 0.1, 0.01, "J/iter")
+def test_samples_are_needed_on_both_sides():
+    v = judge_samples("c", "time", [], [1.0, 2.0], 0.05, 0.01, "ms")
     assert v.outcome == "not measured" and not v.failed and "not measured" in v.message()
 
 
@@ -77,3 +80,50 @@ def test_expectations_hold_or_are_violated():
     assert judge_expectation(e, float("nan")).failed
     band = Expectation("paper", "time", "opt1", "baseline", "paper", "V100 has no TF32", max=1.1, min=0.9)
     assert [judge_expectation(band, r).outcome for r in (0.85, 1.0, 1.2)] == ["violated", "holds", "violated"]
+
+
+def stored_energy(j_per_iter: float | None, **fields) -> CaseBaseline:
+    """A stored case with only what the energy verdict reads (energy by the windowed method unless overridden)."""
+    energy = dict(energy_method="counter-window/1", energy_quantisation=0.008, energy_replicates_j=[j_per_iter] * 3)
+    energy.update(fields)
+    return CaseBaseline(
+        "paper", "fast", 1, "measured", [49.0], 49.0, 0.5, 48.5, None, None, j_per_iter, [], 1.0, {}, **energy
+    )
+
+
+def now_energy(j_per_iter: float, spread: float = 0.005) -> EnergyEstimate:
+    return EnergyEstimate(j_per_iter, 0.008, (j_per_iter * (1 - spread), j_per_iter, j_per_iter * (1 + spread)))
+
+
+@pytest.mark.parametrize("now, outcome", [(31.0, "unchanged"), (34.5, "regression"), (26.0, "improvement")])
+def test_energy_is_judged_where_the_resolution_supports_the_threshold(now, outcome):
+    v = judge_energy("paper/fast/b1", now_energy(now), stored_energy(30.0), TOL.energy_rel)
+    assert v.outcome == outcome and v.failed is (outcome == "regression")
+    assert v.resolution == pytest.approx(0.016 + 0.01, rel=1e-6)  # both bounds, the spreads in quadrature
+    assert "resolution 2.6%" in v.message()
+
+
+def test_energy_too_coarse_for_the_threshold_is_not_judged_in_one_line():
+    v = judge_energy("paper/fast/b1", now_energy(40.0, spread=0.06), stored_energy(30.0), TOL.energy_rel)
+    assert v.outcome == "not judged" and not v.failed
+    assert v.message() == (
+        "paper/fast/b1 energy not judged: resolution 13.6% exceeds threshold 10% (baseline 30 J/iter, now 40 J/iter)"
+    )
+
+
+def test_an_old_baseline_of_single_iteration_reads_is_not_comparable():
+    # What the H200 baseline held for fast: per-iteration reads of 0 or a whole step.
+    old = stored_energy(30.21, energy_method="", energy_quantisation=None, energy_replicates_j=[])
+    old = replace(old, energy_samples_j=[0.0, 63.359, 46.583, 0.0, 61.175, 0.0, 0.0, 58.035])
+    v = judge_energy("paper/fast/b1", now_energy(24.0), old, TOL.energy_rel)
+    assert v.outcome == "not comparable" and not v.failed
+    assert v.message() == (
+        "paper/fast/b1 energy not comparable: the baseline's 30.21 J/iter came from single-iteration reads "
+        "of the energy counter (0 J for short iterations); re-save with --save-baseline"
+    )
+
+
+def test_energy_missing_on_either_side_is_not_measured():
+    assert judge_energy("c", None, stored_energy(30.0), 0.1).outcome == "not measured"
+    no_energy = stored_energy(None, energy_method="", energy_quantisation=None, energy_replicates_j=[])
+    assert judge_energy("c", now_energy(30.0), no_energy, 0.1).outcome == "not measured"

@@ -68,11 +68,34 @@ class Gpu:
     def __init__(self, nvml: Any, handle: Any):
         self._nvml = nvml
         self._handle = handle
+        self._instant_power = True  # until the card says it has no such field: then never asked again
 
     def energy_mj(self) -> int | None:
         """The card's total-energy counter in millijoules, or None if unsupported."""
         try:
             return int(self._nvml.nvmlDeviceGetTotalEnergyConsumption(self._handle))
+        except self._nvml.NVMLError:
+            return None
+
+    def instant_power_w(self) -> float | None:
+        """Instant board power in watts (NVML's field value), or None where the card does not report it.
+
+        nvmlDeviceGetPowerUsage averages over one second on Ampere and newer (NVML's docs), far
+        too slow to follow a 50 ms iteration; the instant field is what a power trace needs.
+        """
+        n = self._nvml
+        if self._instant_power:
+            try:
+                (value,) = n.nvmlDeviceGetFieldValues(self._handle, [n.NVML_FI_DEV_POWER_INSTANT])
+                self._instant_power = value.nvmlReturn == n.NVML_SUCCESS
+            except (n.NVMLError, AttributeError):  # an old driver, or an nvidia-ml-py without the field
+                self._instant_power = False
+        return _field_number(n, value) / 1000.0 if self._instant_power else None
+
+    def sm_clock_mhz(self) -> int | None:
+        """The current SM clock in MHz, or None if unsupported."""
+        try:
+            return int(self._nvml.nvmlDeviceGetClockInfo(self._handle, self._nvml.NVML_CLOCK_SM))
         except self._nvml.NVMLError:
             return None
 
@@ -96,6 +119,20 @@ class Gpu:
             gpu_utilization_pct=n.nvmlDeviceGetUtilizationRates(h).gpu,
             clock_event_reasons=decode_clock_event_reasons(get_reasons(h)),
         )
+
+
+def _field_number(nvml: Any, value: Any) -> float:
+    """The number in an NVML field value, read by its type tag (power is an unsigned int of mW)."""
+    by_type = {
+        nvml.NVML_VALUE_TYPE_DOUBLE: "dVal",
+        nvml.NVML_VALUE_TYPE_UNSIGNED_INT: "uiVal",
+        nvml.NVML_VALUE_TYPE_UNSIGNED_LONG: "ulVal",
+        nvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: "ullVal",
+        nvml.NVML_VALUE_TYPE_SIGNED_LONG_LONG: "sllVal",
+        nvml.NVML_VALUE_TYPE_SIGNED_INT: "siVal",
+        nvml.NVML_VALUE_TYPE_UNSIGNED_SHORT: "usVal",
+    }
+    return float(getattr(value.value, by_type.get(value.valueType, "uiVal")))
 
 
 def open_gpu(device: torch.device) -> tuple[Gpu | None, str]:

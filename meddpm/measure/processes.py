@@ -26,10 +26,15 @@ import torch
 from meddpm.bench import CampaignSettings, ComboResult, Progress
 from meddpm.config import ModelConfig
 from meddpm.errors import UserError
+from meddpm.measure.energy import BlockEnergy
 from meddpm.measure.nvml import GpuState
 from meddpm.measure.stats import Stats
 
 WORKER_SCHEMA = "meddpm-worker/1"
+ENERGY_BLOCKS = "MEDDPM_ENERGY_BLOCKS"  # the worker's switch for its energy blocks
+# Processes a side in an A/B run unless told otherwise: with the measured 0.3 % between-process
+# spread, five a side find 95 % of 1 % slowdowns (docs/statistics.md).
+AB_PROCESSES = 5
 
 
 @dataclass(frozen=True)
@@ -50,13 +55,14 @@ def alternating(sources: Sequence[Source], processes: int) -> list[Source]:
 
 
 def result_from_dict(data: dict) -> ComboResult:
-    """A worker's ComboResult, read back from its JSON."""
+    """A worker's ComboResult, read back from its JSON (fields an older revision's worker lacks keep defaults)."""
     known = {f.name for f in dataclasses.fields(ComboResult)}
     fields = {k: v for k, v in data.items() if k in known}
     fields["volume"] = tuple(fields["volume"])
     fields["gpu_states"] = [
         GpuState(**{**s, "clock_event_reasons": tuple(s["clock_event_reasons"])}) for s in fields.get("gpu_states", [])
     ]
+    fields["energy_blocks"] = [BlockEnergy.from_dict(b) for b in fields.get("energy_blocks", [])]
     return ComboResult(**fields)
 
 
@@ -98,8 +104,10 @@ class ProcessCampaign:
         """Run every worker process in turn; returns the first source's merged results by combo."""
         notify = on_progress or (lambda _: None)
         order = alternating(self.sources, self.processes)
+        # Energy blocks (about 12 s per combo) run in the first process only, and not at all in an
+        # A/B run, which judges time: in every process they would push a nightly run past 10 minutes.
         for done, source in enumerate(order, 1):
-            for result in self._run_worker(source):
+            for result in self._run_worker(source, energy=done == 1 and len(self.sources) == 1):
                 self.by_source[source.label].setdefault(result.combo, []).append(result)
             medians = ", ".join(
                 f"{combo} {runs[-1].stats.median:.4g} ms" for combo, runs in self.by_source[source.label].items()
@@ -122,7 +130,7 @@ class ProcessCampaign:
     def close(self) -> None:
         """Nothing to free: the models lived and died in the workers."""
 
-    def _run_worker(self, source: Source) -> list[ComboResult]:
+    def _run_worker(self, source: Source, energy: bool) -> list[ComboResult]:
         s = self.settings
         with tempfile.TemporaryDirectory(prefix="meddpm-worker-") as tmp:
             out = Path(tmp) / "result.json"
@@ -138,6 +146,7 @@ class ProcessCampaign:
             env = {
                 **os.environ,
                 "PYTHONPATH": os.pathsep.join(filter(None, [str(source.root), os.environ.get("PYTHONPATH")])),
+                ENERGY_BLOCKS: "1" if s.energy and energy else "0",
             }
             proc = subprocess.run(cmd, cwd=source.root, env=env, capture_output=True, text=True, timeout=self.timeout_s)
             if proc.returncode != 0 or not out.exists():
@@ -164,7 +173,7 @@ def _merged(runs: list[ComboResult]) -> ComboResult:
         stop_reason=f"{len(runs)} processes; first: {first.stop_reason}",
         peak_allocated_bytes=max(peaks) if peaks else None,
         peak_reserved_bytes=max(reserved) if reserved else None,
-        energy_samples_j=[e for r in runs for e in r.energy_samples_j],
+        energy_blocks=[b for r in runs for b in r.energy_blocks],
         gpu_states=[g for r in runs for g in r.gpu_states],
     )
 

@@ -72,5 +72,16 @@ def revision(rev: str, root: Path) -> Iterator[Source]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def sources(compare_to: str | None) -> Iterator[list[Source]]:
+    """What a process campaign measures: the working tree, then ``compare_to`` checked out, if given."""
+    if compare_to is None:
+        yield [working_tree(package_root())]
+        return
+    root = checkout_root()
+    with revision(compare_to, root) as rev:
+        yield [working_tree(root), rev]
+
+
 def _git(args: list[str], cwd: Path) -> str | None:
     return git_output(args, cwd, timeout_s=120.0)  # a worktree checkout takes longer than a look-up

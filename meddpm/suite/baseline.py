@@ -25,6 +25,12 @@ Version 2 added each case's per-process medians (the unit of its time verdict) a
 noise; a version-1 file is read as version 2 with neither (its cases are judged as before, by
 rounds) and is written back as version 2 by the next save.
 
+Energy is stored with the method it came from (``energy_method``), its counter bound
+(``energy_quantisation``) and its replicates (``energy_replicates_j``, J/iter per window or per
+process); see ``docs/energy.md``. Cases saved before that have none of the three, and their
+``energy_samples_j`` are single-iteration reads of the counter (often 0): their energy is
+reported as not comparable until the case is saved again. New saves leave ``energy_samples_j`` empty.
+
 ``tolerances`` may be overridden per case. ``ratios`` records the interleaved ratios of the
 run that saved the cases, for reviewers; verdicts use ``expectations``. Files are written
 with lists of numbers on one line, so a baseline change reads well in a pull request.
@@ -44,6 +50,7 @@ from filelock import FileLock, Timeout
 
 from meddpm.atomic import write_text_atomic
 from meddpm.errors import UserError
+from meddpm.measure.energy import ENERGY_METHOD, EnergyEstimate
 
 SCHEMA = "meddpm-baseline/2"
 OLD_SCHEMAS = ("meddpm-baseline/1",)  # read and upgraded in memory
@@ -155,10 +162,20 @@ class CaseBaseline:
     world_size: int = 1
     process_medians_ms: list[float] = field(default_factory=list)  # empty: measured in one process
     noise: Noise = Noise()
+    energy_method: str = ""  # "" for energy read around single iterations (before counter windows)
+    energy_quantisation: float | None = None
+    energy_replicates_j: list[float] = field(default_factory=list)
 
     @property
     def key(self) -> CaseKey:
         return CaseKey(self.preset, self.combo, self.batch_size, self.world_size)
+
+    @property
+    def energy(self) -> EnergyEstimate | None:
+        """The stored energy as an estimate a verdict can use, or None (none stored, or by another method)."""
+        if self.energy_method != ENERGY_METHOD or self.energy_j_per_iter is None or self.energy_quantisation is None:
+            return None
+        return EnergyEstimate(self.energy_j_per_iter, self.energy_quantisation, tuple(self.energy_replicates_j))
 
 
 @dataclass(frozen=True)
@@ -288,10 +305,19 @@ def validate(baseline: BaselineFile) -> None:
             _require(value > 0 and math.isfinite(value), f"{where}.{name}", value, "a finite time above 0")
         _require(case.iqr_ms >= 0 and math.isfinite(case.iqr_ms), f"{where}.iqr_ms", case.iqr_ms, "finite, 0 or more")
         for i, energy in enumerate(case.energy_samples_j):
-            # 0 is possible: the card's energy counter had not stepped during a short iteration.
+            # 0 is possible in these old single-iteration reads: the counter had not stepped.
             _require(
                 energy >= 0 and math.isfinite(energy), f"{where}.energy_samples_j[{i}]", energy, "finite, 0 or more"
             )
+        if case.energy_method:
+            _require(case.energy_method == ENERGY_METHOD, f"{where}.energy_method", case.energy_method, ENERGY_METHOD)
+            energy, q = case.energy_j_per_iter, case.energy_quantisation
+            _require(energy is not None and energy > 0, f"{where}.energy_j_per_iter", energy, "above 0 J")
+            _require(q is not None and 0 <= q < 1, f"{where}.energy_quantisation", q, "a fraction from 0 to 1")
+            for i, value in enumerate(case.energy_replicates_j):
+                _require(
+                    value > 0 and math.isfinite(value), f"{where}.energy_replicates_j[{i}]", value, "finite, above 0"
+                )
         for name in ("peak_allocated_bytes", "peak_reserved_bytes"):
             value = getattr(case, name)
             _require(
@@ -387,6 +413,9 @@ def _case(key: str, d: dict[str, Any]) -> CaseBaseline:
         world_size=int(d.get("world_size", 1)),
         process_medians_ms=[float(x) for x in d.get("process_medians_ms", [])],
         noise=_noise(d.get("noise")),
+        energy_method=str(d.get("energy_method", "")),
+        energy_quantisation=None if d.get("energy_quantisation") is None else float(d["energy_quantisation"]),
+        energy_replicates_j=[float(x) for x in d.get("energy_replicates_j", [])],
     )
     if str(case.key) != key:
         raise ValueError(f"case {key!r} describes {case.key}")

@@ -12,13 +12,12 @@ from meddpm.bench import CPU_DEFAULT_COMBOS, CampaignSettings
 from meddpm.combos import COMBOS, get_combo
 from meddpm.config import ModelConfig
 from meddpm.errors import UserError
+from meddpm.history.append import history_target
+from meddpm.history.store import ENV_VAR as HISTORY_ENV_VAR
 from meddpm.measure.ncu import CLOCK_CONTROLS, NcuSettings
 from meddpm.measure.ncu_metrics import DEFAULT_GROUPS, GROUPS
+from meddpm.measure.processes import AB_PROCESSES
 from meddpm.suite.arch import validate_arch
-
-# Processes a side in an A/B run unless --perf-processes says otherwise: with the measured 0.3 %
-# between-process spread, five a side find 95 % of 1 % slowdowns (docs/statistics.md).
-AB_PROCESSES = 5
 
 
 @dataclass(frozen=True)
@@ -42,6 +41,7 @@ class SuiteOptions:
     ncu: NcuSettings | None = None  # None: Nsight Compute cases are off
     processes: int = 1  # measuring processes per case (per side in an A/B run); 1: in this process
     compare_to: str | None = None  # a git revision to measure against, alternating processes
+    history: str | None = None  # the history database the run is appended to; None: none
 
     @property
     def in_processes(self) -> bool:
@@ -160,6 +160,13 @@ def add_options(parser: pytest.Parser) -> None:
         help=f"ncu --clock-control: {' or '.join(CLOCK_CONTROLS)} (default: none, the card as found)",
     )
     g.addoption("--ncu-timeout", type=float, default=900.0, help="seconds one ncu run may take (default: 900)")
+    g.addoption(
+        "--history",
+        default=None,
+        metavar="PATH_OR_URL",
+        help="append the run to this history database after results.json is written: an SQLite file or an "
+        f"SQLAlchemy URL (default: ${HISTORY_ENV_VAR}, else none; see docs/history.md)",
+    )
 
 
 def _combos(spec: str | None) -> tuple[str, ...] | None:
@@ -234,6 +241,7 @@ def parse_options(config: pytest.Config) -> SuiteOptions:
         ncu=_ncu_settings(config) if opt("--ncu") else None,
         processes=_processes(opt("--perf-processes"), opt("--compare-to")),
         compare_to=_revision(opt("--compare-to"), saving),
+        history=history_target(opt("--history")),
     )
 
 

@@ -10,12 +10,14 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterator
+from dataclasses import asdict
 
 import pandas as pd
 import pytest
 import torch
 
 from meddpm.errors import UserError
+from meddpm.history.append import append_results
 from meddpm.measure.revision import checkout_root, resolve_revision
 from meddpm.report import ddp_table
 from meddpm.suite.arch import KNOWN_ARCHS, detect_arch
@@ -180,7 +182,8 @@ def perf_suite(request: pytest.FixtureRequest) -> SuiteRun:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Save the baseline if asked (never from a partial session), then write the results.
+    """Save the baseline if asked (never from a partial session), then write the results (and, with
+    --history, append them to the history database).
 
     A failure while saving is one line in the summary, and the results are written anyway:
     they are what the minutes of measuring produced.
@@ -203,8 +206,23 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         except OSError as exc:
             suite.write_line(f"meddpm: results not written: {exc}")
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        if suite.summary_path is not None and suite.options.history is not None:
+            _append_history(suite)
     finally:
         suite.close()
+
+
+def _append_history(suite: SuiteRun) -> None:
+    """Append the run just written to the history database.
+
+    A failure is one line and leaves results.json as written; importing that file later adds the run.
+    """
+    results = suite.options.results_dir / "results.json"
+    try:
+        line = append_results(suite.options.history, results, asdict(suite.options), "pytest suite")
+    except (UserError, OSError) as exc:
+        line = f"meddpm: run not appended to the history ({results} has it): {exc}"
+    suite.write_line(line)
 
 
 def _detectable(verdicts: list) -> str:

@@ -24,10 +24,12 @@ from meddpm.combos import get_combo
 from meddpm.config import ModelConfig
 from meddpm.distributed import DdpResult
 from meddpm.errors import UserError
-from meddpm.measure.compare import between_process_spread, compare_processes, noise_threshold, pooled_spread
+from meddpm.measure.compare import between_process_spread
+from meddpm.measure.energy import ENERGY_METHOD
 from meddpm.measure.environment import environment
 from meddpm.measure.ncu import NcuProfile, profile_combo
 from meddpm.measure.ncu_metrics import METRICS, family_of
+from meddpm.measure.power_plot import power_chart
 from meddpm.measure.processes import ProcessCampaign
 from meddpm.measure.revision import checkout_root, package_root, revision, working_tree
 from meddpm.measure.stats import Stats
@@ -49,7 +51,7 @@ from meddpm.suite.baseline import (
 )
 from meddpm.suite.options import SuiteOptions
 from meddpm.suite.summary import markdown_summary
-from meddpm.suite.verdict import Verdict, judge_case, judge_expectation, judge_processes, judge_samples
+from meddpm.suite.verdict import Verdict, judge_ab, judge_case, judge_expectation, judge_samples
 
 RESULTS_SCHEMA = "meddpm-perf-results/1"
 CPU = "cpu"
@@ -227,6 +229,8 @@ class SuiteRun:
             self.write_line(f"  warm-up {p.combo}: first iteration (autotuning, compilation) {p.detail}")
         elif p.phase == "round" and (p.done <= 2 or p.done % 5 == 0):
             self.write_line(f"  round {p.done} {p.detail}")
+        elif p.phase == "energy":
+            self.write_line(f"  energy {p.combo} ({p.done}/{p.total}): {p.detail}")
 
     def result(self, case: PerfCase) -> ComboResult:
         """The measurement of ``case`` (running its campaign if needed), recorded for the summary."""
@@ -269,7 +273,7 @@ class SuiteRun:
             str(case.key),
             r.samples_ms,
             r.peak_allocated_bytes,
-            r.energy_samples_j,
+            r.energy,
             stored,
             tol,
             record.process_medians_ms,
@@ -277,11 +281,7 @@ class SuiteRun:
         return self._settle(record)
 
     def judge_against_revision(self, case: PerfCase) -> list[Verdict]:
-        """The A/B time verdict of ``case``: the working tree's process medians against the revision's.
-
-        The threshold follows from this run's own between-process spread (both sides pooled),
-        else from the stored case's, else from the stored tolerance.
-        """
+        """The A/B time verdict of ``case``: the working tree's process medians against the revision's."""
         record = self.records[case.id]
         campaign = self.campaign(case.on_gpu, case.preset, case.batch_size)
         assert isinstance(campaign, ProcessCampaign) and len(campaign.sources) == 2, "needs --compare-to"
@@ -289,11 +289,7 @@ class SuiteRun:
         candidate, reference = (campaign.process_medians(case.combo, s) for s in (tree, rev))
         stored = self.baseline(case.arch)
         tol = stored.tolerances_for(case.key) if stored else Tolerances()
-        comparison = compare_processes(candidate, reference, alpha=tol.alpha)
-        spread = pooled_spread(candidate, reference)
-        threshold = noise_threshold(spread, fallback=tol.time_rel)
-        subject = f"{case.key} {tree.label} vs {rev.label}"
-        record.verdicts = [judge_processes(subject, "time", comparison, threshold, tol.alpha)]
+        record.verdicts = [judge_ab(f"{case.key} {tree.label} vs {rev.label}", candidate, reference, tol)]
         return self._settle(record)
 
     @staticmethod
@@ -450,6 +446,10 @@ class SuiteRun:
         }
         if self.ncu_profiles:
             self._write_ncu_tables(out / "ncu")
+        measured = [r.result for r in self.records.values() if r.result.energy_blocks]
+        if measured:
+            where = f"{self.running_arch if on_gpu else CPU}, {measured[0].preset} b{measured[0].batch_size}"
+            payload["power_chart"] = str(power_chart(measured, out / "power.png", f"power and SM clock, {where}"))
         write_json_atomic(out / "results.json", payload)
         summary = out / "summary.md"
         write_text_atomic(summary, markdown_summary(payload))
@@ -598,6 +598,8 @@ def _ddp_case_baseline(result: DdpResult, env: dict[str, Any]) -> CaseBaseline:
 
 def _case_baseline(record: CaseRecord, env: dict[str, Any]) -> CaseBaseline:
     r = record.result
+    # Only a figure with a finite bound is stored: an unusable one would fail the file's checks.
+    energy = r.energy if r.energy is not None and 0 <= r.energy.quantisation < 1 else None
     return CaseBaseline(
         preset=r.preset,
         combo=r.combo,
@@ -606,12 +608,15 @@ def _case_baseline(record: CaseRecord, env: dict[str, Any]) -> CaseBaseline:
         **_timing_fields(r.samples_ms),
         peak_allocated_bytes=r.peak_allocated_bytes,
         peak_reserved_bytes=r.peak_reserved_bytes,
-        energy_j_per_iter=None if r.energy_j_per_iter is None else round(r.energy_j_per_iter, 2),
-        energy_samples_j=[round(e, 3) for e in r.energy_samples_j],
+        energy_j_per_iter=None if energy is None else round(energy.j_per_iter, 3),
+        energy_samples_j=[],
         tflops=round(r.tflops, 3),
-        environment={**env, **r.gpu_summary()},
+        environment={**env, **r.gpu_summary(), "energy_counter_period_ms": r.energy_period_ms},
         process_medians_ms=[round(m, 3) for m in record.process_medians_ms],
         noise=Noise(between_process_rel=_rounded(between_process_spread(record.process_medians_ms))),
+        energy_method=ENERGY_METHOD if energy else "",
+        energy_quantisation=None if energy is None else round(energy.quantisation, 5),
+        energy_replicates_j=[] if energy is None else [round(x, 3) for x in energy.replicates],
     )
 
 

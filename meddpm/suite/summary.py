@@ -38,6 +38,35 @@ def _cases_table(cases: list[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _rounded(value: float | None, digits: int, scale: float = 1.0) -> float | None:
+    return None if value is None else round(scale * value, digits)
+
+
+def _energy_table(cases: list[dict[str, Any]]) -> pd.DataFrame:
+    """Energy per case: per iteration with its counter bound and spread, power, per volume, per sample, TFLOP/J."""
+    rows = [
+        {
+            "case": f"{c['arch']} {c['preset']} b{c['batch_size']}",
+            "combo": c["combo"],
+            "J/iter": _rounded(c["energy_j_per_iter"], 2),
+            "bound %": _rounded(c["energy_quantisation"], 2, 100),
+            "spread %": _rounded(c["energy_spread"], 2, 100),
+            "W": _rounded(c["mean_power_w"], 0),
+            "J/volume": _rounded(c["energy_j_per_volume"], 2),
+            "kJ/sample est.": _rounded(c["sample_energy_j_estimate"], 2, 1e-3),
+            "TFLOP/J": _rounded(c["tflop_per_j"], 4),
+            "counter period ms": _rounded(c["energy_period_ms"], 0),
+        }
+        for c in results_with_energy(cases)
+    ]
+    return pd.DataFrame(rows)
+
+
+def results_with_energy(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The cases whose payload carries an energy figure of the windowed method."""
+    return [c for c in cases if c.get("energy_method") and c.get("energy_j_per_iter") is not None]
+
+
 def markdown_summary(results: dict[str, Any]) -> str:
     """A short Markdown report of a results document (see ``SuiteRun.write_results``)."""
     env = results["environment"]
@@ -50,6 +79,15 @@ def markdown_summary(results: dict[str, Any]) -> str:
     ]
     if results["cases"]:
         lines += [_cases_table(results["cases"]).to_markdown(index=False), ""]
+    if results_with_energy(results["cases"]):
+        lines += [
+            "Energy (NVML counter over windows of back-to-back iterations; bound: the counter's steps, "
+            "spread: twice the replicates' relative SD; sample: one volume's full reverse diffusion at the "
+            "training step's J/FLOP; see docs/energy.md):",
+            "",
+            _energy_table(results["cases"]).to_markdown(index=False),
+            "",
+        ]
     if results.get("ddp"):
         ddp = pd.DataFrame(results["ddp"])[["combo", "world_size", "median_ms", "samples_per_s", "exposed_comm_ms"]]
         lines += ["Data-parallel weak scaling (slowest rank per round):", "", ddp.to_markdown(index=False), ""]
@@ -87,6 +125,10 @@ def markdown_summary(results: dict[str, Any]) -> str:
     problems = [v for c in results["cases"] for v in c["verdicts"] if " regression:" in v or " improvement:" in v]
     if problems:
         lines += ["Changes against the baseline:", ""] + [f"- {p}" for p in problems] + [""]
+    unjudged = (" energy not judged:", " energy not comparable:")
+    energy_notes = [v for c in results["cases"] for v in c["verdicts"] if any(u in v for u in unjudged)]
+    if energy_notes:
+        lines += ["Energy not judged:", ""] + [f"- {n}" for n in energy_notes] + [""]
     if results.get("ncu"):
         ncu = ncu_table({p["combo"]: p["totals"] for p in results["ncu"]})
         mix = kernel_mix_table(
@@ -102,6 +144,8 @@ def markdown_summary(results: dict[str, Any]) -> str:
             mix.to_markdown(floatfmt=".1%"),
             "",
         ]
+    if results.get("power_chart"):
+        lines += [f"Power and SM clock per combo over its energy block: {results['power_chart']}", ""]
     if results.get("baseline_saved"):
         lines += [results["baseline_saved"], ""]
     return "\n".join(lines)

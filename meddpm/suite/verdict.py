@@ -11,6 +11,11 @@ processes, the unit is the process median (Welch's t-test on their logs, see
 processes for an A/B run on one machine, between runs (machine starts) for a comparison with
 a stored baseline. Where either side has one process only, the rounds are the unit (one-sided
 Mann-Whitney U) and the stored tolerance the threshold, as before process-level replication.
+
+Energy is judged only where the measurement can resolve its threshold: the resolution (both
+sides' counter bounds plus their spreads, :func:`meddpm.measure.energy.resolution`) must be
+below it; otherwise the verdict says "not judged" and why. A baseline whose energy came from the
+old single-iteration reads of the counter (0 J for short iterations) is "not comparable".
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import mannwhitneyu
 
-from meddpm.measure.compare import Comparison, compare_processes, noise_threshold
+from meddpm.measure.compare import Comparison, compare_processes, noise_threshold, pooled_spread
+from meddpm.measure.energy import EnergyEstimate, resolution
 from meddpm.suite.baseline import CaseBaseline, Expectation, Tolerances
 
 SAVE_HINT = "if the change is intended, re-run with --save-baseline"
@@ -34,7 +40,8 @@ class Verdict:
 
     subject: str  # a case key ("paper/opt1/b1") or an expectation ("paper time opt1/baseline")
     metric: str
-    # "regression", "improvement", "unchanged", "underpowered", "not measured", "violated", "holds"
+    # "regression", "improvement", "unchanged", "underpowered", "not measured", "violated", "holds",
+    # and for energy "not judged" (resolution above the threshold) and "not comparable" (an old baseline)
     outcome: str
     baseline: float | None
     now: float | None
@@ -42,6 +49,7 @@ class Verdict:
     tolerance: float | None = None
     p_value: float | None = None
     comparison: Comparison | None = None  # process-level verdicts: ratio, interval, detectable effect
+    resolution: float | None = None  # energy: the smallest relative change the two figures can tell apart
 
     @property
     def detectable(self) -> float | None:
@@ -69,6 +77,19 @@ class Verdict:
         if self.outcome == "not measured":
             return f"{self.subject} {self.metric} not measured (baseline {self.baseline}, now {self.now})"
         values = f"baseline {self.baseline:.4g} {self.unit}, now {self.now:.4g} {self.unit}"
+        if self.outcome == "not comparable":
+            return (
+                f"{self.subject} {self.metric} not comparable: the baseline's {self.baseline:.4g} {self.unit} came "
+                "from single-iteration reads of the energy counter (0 J for short iterations); re-save with "
+                "--save-baseline"
+            )
+        if self.outcome == "not judged":
+            return (
+                f"{self.subject} {self.metric} not judged: resolution {self.resolution:.1%} exceeds threshold "
+                f"{self.tolerance:.0%} ({values})"
+            )
+        if self.resolution is not None:
+            values += f", resolution {self.resolution:.1%}"
         change = f"{self.change:+.1%}" if self.change is not None else "n/a"
         tolerance = f", tolerance {self.tolerance:.0%}" if self.tolerance is not None else ""
         p = f", p={self.p_value:.2g}" if self.p_value is not None else ""
@@ -106,7 +127,7 @@ def judge_samples(
     if len(now) == 0 or len(baseline) == 0:
         return Verdict(subject, metric, "not measured", _median(baseline), _median(now), unit, rel)
     now_median, base_median = float(np.median(now)), float(np.median(baseline))
-    if not base_median > 0:  # e.g. an energy counter that never stepped while the baseline ran
+    if not base_median > 0:  # no relative change from 0
         return Verdict(subject, metric, "not measured", base_median, now_median, unit, rel)
     worse = now_median > base_median
     p = float(mannwhitneyu(now, baseline, alternative="greater" if worse else "less").pvalue)
@@ -139,6 +160,17 @@ def judge_processes(
     return Verdict(subject, metric, outcome, base, now, unit, threshold, p, c)
 
 
+def judge_ab(subject: str, candidate_ms: Sequence[float], reference_ms: Sequence[float], tol: Tolerances) -> Verdict:
+    """The A/B time verdict of process medians measured side by side on one machine.
+
+    The threshold follows from this run's own between-process spread (both sides pooled),
+    else from the stored tolerance.
+    """
+    comparison = compare_processes(candidate_ms, reference_ms, alpha=tol.alpha)
+    threshold = noise_threshold(pooled_spread(candidate_ms, reference_ms), fallback=tol.time_rel)
+    return judge_processes(subject, "time", comparison, threshold, tol.alpha)
+
+
 def _median(samples: Sequence[float]) -> float | None:
     return float(np.median(samples)) if len(samples) else None
 
@@ -158,20 +190,46 @@ def judge_ceiling(
     return Verdict(subject, metric, outcome, baseline, now, unit, rel)
 
 
+def judge_energy(
+    subject: str, now: EnergyEstimate | None, stored: CaseBaseline, threshold: float, unit: str = "J/iter"
+) -> Verdict:
+    """Regression or improvement of energy per iteration beyond ``threshold``, where the resolution allows.
+
+    With the resolution below the threshold, a change beyond the threshold is also beyond what
+    the counter's steps and the run's spread can produce, so no test is needed on top.
+    """
+    base = stored.energy
+    if base is None and stored.energy_j_per_iter and not stored.energy_method:
+        return Verdict(subject, "energy", "not comparable", stored.energy_j_per_iter, _value(now), unit, threshold)
+    if now is None or base is None:
+        return Verdict(subject, "energy", "not measured", _value(base), _value(now), unit, threshold)
+    res = resolution(now, base)
+    change = now.j_per_iter / base.j_per_iter - 1
+    if not res < threshold:
+        outcome = "not judged"
+    elif change > threshold:
+        outcome = "regression"
+    elif change < -threshold:
+        outcome = "improvement"
+    else:
+        outcome = "unchanged"
+    return Verdict(subject, "energy", outcome, base.j_per_iter, now.j_per_iter, unit, threshold, resolution=res)
+
+
+def _value(estimate: EnergyEstimate | None) -> float | None:
+    return None if estimate is None else estimate.j_per_iter
+
+
 def judge_case(
     subject: str,
     samples_ms: Sequence[float],
     peak_allocated_bytes: int | None,
-    energy_samples_j: Sequence[float],
+    energy: EnergyEstimate | None,
     stored: CaseBaseline,
     tol: Tolerances,
     process_medians_ms: Sequence[float] = (),
 ) -> list[Verdict]:
-    """Time, peak memory and energy verdicts of one case against its stored baseline.
-
-    Energy per iteration comes from a counter that updates coarsely, so single iterations
-    scatter widely; like time, it must move significantly as well as beyond its tolerance.
-    """
+    """Time, peak memory and energy verdicts of one case against its stored baseline."""
     gib = 2**30
     if len(process_medians_ms) >= 2 and len(stored.process_medians_ms) >= 2:
         # Between machine starts the whole run moves at once: that spread, not the processes', sets the bar.
@@ -190,9 +248,7 @@ def judge_case(
             tol.memory_rel,
             "GiB",
         ),
-        judge_samples(
-            subject, "energy", energy_samples_j, stored.energy_samples_j, tol.energy_rel, tol.alpha, "J/iter"
-        ),
+        judge_energy(subject, energy, stored, tol.energy_rel),
     ]
 
 

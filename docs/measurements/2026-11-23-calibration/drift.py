@@ -33,7 +33,7 @@ def one_process(out: Path, combos: list[str]) -> None:
     device = torch.device("cuda")
     kernels = reference_kernels(device)
     before = calibrate(device, kernels)
-    settings = CampaignSettings(warmup=2, min_rounds=6, max_rounds=6)
+    settings = CampaignSettings(warmup=2, min_rounds=6, max_rounds=6, energy=False)
     campaign = Campaign(ModelConfig.preset("paper"), [get_combo(c) for c in combos], device, settings=settings)
     results = campaign.run()
     after = calibrate(device, kernels)

@@ -1,0 +1,149 @@
+"""``meddpm-bench --processes N`` and ``--compare-to REV``: measuring in worker processes.
+
+One process's rounds share its CUDA context, its cuDNN and Inductor autotuning and the card's
+state, so they are not independent; the process is. With ``--processes N`` every combo is
+measured in N fresh processes and the table gains each combo's process medians and their
+spread. With ``--compare-to REV`` the working tree and REV (checked out in a temporary git
+worktree) run in alternating processes, and each combo gets the A/B verdict of the suite's
+``--compare-to``: the ratio with its interval, the p-value over process medians, the smallest
+change the run could see, and "regression" only when the slowdown is significant and beyond
+the threshold that the run's own between-process spread sets.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from meddpm.bench import CampaignSettings, Progress
+from meddpm.config import ModelConfig
+from meddpm.errors import UserError
+from meddpm.measure.compare import (
+    between_process_spread,
+)
+from meddpm.measure.processes import AB_PROCESSES, ProcessCampaign, Source
+from meddpm.measure.revision import checkout_root, resolve_revision, sources
+from meddpm.suite.baseline import Tolerances
+from meddpm.suite.verdict import Verdict, judge_ab
+
+
+@dataclass(frozen=True)
+class ProcessPlan:
+    """How many processes, and against which revision (None: the working tree alone)."""
+
+    processes: int
+    compare_to: str | None
+
+    @property
+    def active(self) -> bool:
+        """Whether the bench measures in worker processes rather than in its own."""
+        return self.processes > 1 or self.compare_to is not None
+
+
+def plan(processes: int | None, compare_to: str | None, *, kernel_mix: bool, sample: bool, gpus: int) -> ProcessPlan:
+    """The process plan of the options given, checked now: a bad REV is one line, not minutes later."""
+    if compare_to is not None:
+        if not compare_to.strip():
+            raise UserError("--compare-to is empty; give a commit, branch or tag, e.g. --compare-to origin/main")
+        compare_to = compare_to.strip()
+        resolve_revision(compare_to, checkout_root())
+    count = processes if processes is not None else AB_PROCESSES if compare_to is not None else 1
+    least = 2 if compare_to is not None else 1
+    if count < least:
+        why = " (an A/B needs a spread on each side)" if compare_to is not None else ""
+        raise UserError(f"--processes must be at least {least}{why}, got {count}")
+    result = ProcessPlan(count, compare_to)
+    if result.active and kernel_mix:
+        raise UserError("--kernel-mix profiles the models of this process; drop it or --processes/--compare-to")
+    if compare_to is not None and (sample or gpus):
+        extra = "--sample" if sample else "--gpus"
+        raise UserError(f"{extra} would measure the working tree only; run it without --compare-to")
+    return result
+
+
+@contextlib.contextmanager
+def campaign(
+    process_plan: ProcessPlan,
+    config: ModelConfig,
+    combos: Sequence[str],
+    device: torch.device,
+    batch_size: int,
+    settings: CampaignSettings,
+) -> Iterator[ProcessCampaign]:
+    """The process campaign of ``process_plan``; REV's worktree exists while the block runs."""
+    with sources(process_plan.compare_to) as measured:
+        yield ProcessCampaign(
+            config,
+            combos,
+            device,
+            batch_size=batch_size,
+            settings=settings,
+            processes=process_plan.processes,
+            sources=measured,
+        )
+
+
+def log_progress(prog: str) -> Callable[[Progress], None]:
+    """A progress callback printing one line per finished process (each takes a while)."""
+
+    def log(p: Progress) -> None:
+        print(f"{prog}: process {p.done}/{p.total} ({p.combo}) done: {p.detail}", file=sys.stderr, flush=True)
+
+    return log
+
+
+def spread_table(campaign: ProcessCampaign) -> pd.DataFrame:
+    """Per combo: each process's median and the between-process spread."""
+    rows = []
+    for combo in campaign.combos:
+        medians = campaign.process_medians(combo)
+        spread = between_process_spread(medians)
+        rows.append(
+            {
+                "combo": combo,
+                "processes": len(medians),
+                "ms/iter": float(np.median(medians)),  # the median of the process medians
+                "process medians ms": " ".join(f"{m:.4g}" for m in medians),
+                "between-process spread": "n/a" if spread is None else f"{spread:.2%}",
+            }
+        )
+    return pd.DataFrame(rows).set_index("combo")
+
+
+def ab_verdicts(campaign: ProcessCampaign, tolerances: Tolerances | None = None) -> dict[str, Verdict]:
+    """Each combo's A/B time verdict: the working tree (first source) against the revision (second)."""
+    tol = tolerances or Tolerances()
+    tree, rev = campaign.sources
+    verdicts = {}
+    for combo in campaign.combos:
+        candidate, reference = (campaign.process_medians(combo, s) for s in (tree, rev))
+        verdicts[combo] = judge_ab(combo, candidate, reference, tol)
+    return verdicts
+
+
+def ab_table(verdicts: dict[str, Verdict], sources: Sequence[Source]) -> pd.DataFrame:
+    """One row per combo: both medians, the ratio and its interval, p, threshold, detectable change, verdict."""
+    tree, rev = sources
+    rows = []
+    for combo, v in verdicts.items():
+        c = v.comparison
+        rows.append(
+            {
+                "combo": combo,
+                f"{rev.label} ms": v.baseline,
+                "tree ms": v.now,
+                "ratio": f"{c.ratio:.4f}",
+                f"{c.confidence:.0%} interval": "n/a" if not c.testable else f"[{c.ci_low:.4f}, {c.ci_high:.4f}]",
+                "p (slower)": "n/a" if not c.testable else f"{c.p_slower:.2g}",
+                "threshold": f"{v.tolerance:.2%}",
+                "detectable": f"{v.detectable:.2%}",
+                "verdict": v.outcome,
+            }
+        )
+    return pd.DataFrame(rows).set_index("combo")

@@ -1,0 +1,54 @@
+"""Energy of a full reverse diffusion (all T steps of one volume), measured like a training block.
+
+One window of back-to-back full samples, enough of them that a step of the energy counter is
+under 1 % of the window's energy (one, for every combo slower than ``fast``), between leads of a
+few reverse steps so the card runs steadily across both edges. Without an energy counter (the
+CPU) it times one sample, as :func:`meddpm.sampling.time_sampling` does.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from meddpm.combos import Combo
+from meddpm.config import ModelConfig
+from meddpm.measure.energy import (
+    LEAD_PERIODS,
+    BlockEnergy,
+    BlockPlan,
+    block_energy,
+    plan_block,
+    update_period_s,
+    update_times,
+)
+from meddpm.measure.energy_block import run_block
+from meddpm.measure.nvml import open_gpu
+from meddpm.measure.power_sampler import PowerSampler, poll_period
+from meddpm.measure.timing import time_once
+from meddpm.sampling import Sampler, SamplingResult
+
+
+def sample_with_energy(
+    config: ModelConfig, combo: Combo, device: torch.device, warmup_steps: int = 3, error_target: float = 0.01
+) -> tuple[SamplingResult, BlockEnergy | None]:
+    """Seconds per full sample (GPU time, mean over the window) and the window's energy (None without a counter).
+
+    The energy per sample is ``block.counter_j / block.iterations``.
+    """
+    sampler = Sampler(config, combo, device)
+    warmup_s = time_once(lambda: sampler(steps=warmup_steps), device) / 1e3  # compilation and autotuning
+    gpu, _ = open_gpu(device)
+    period = poll_period(gpu.energy_mj) if gpu else None
+    if gpu is None or period is None:
+        seconds = time_once(sampler, device) / 1e3
+        return SamplingResult(combo.name, config.timesteps, warmup_s, seconds), None
+    step_s = time_once(lambda: sampler(steps=warmup_steps), device) / 1e3 / warmup_steps
+    samples = plan_block(period, step_s * config.timesteps, error_target, windows=1).window_iterations
+    lead_steps = max(1, math.ceil(LEAD_PERIODS * period / step_s))
+    plan = BlockPlan(lead=1, window_iterations=samples, windows=1)
+    run = run_block(sampler, device, PowerSampler(gpu), plan, lead=lambda: sampler(steps=lead_steps))
+    seen = update_period_s(update_times(run.readings)) or period
+    block = block_energy(run.readings, run.edges_s, [samples], run.gpu_s, seen)
+    return SamplingResult(combo.name, config.timesteps, warmup_s, run.gpu_s[0] / samples), block

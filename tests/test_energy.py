@@ -1,0 +1,353 @@
+"""Energy windows against a fake card whose counter steps every 100 ms of an injected clock.
+
+The fake publishes, at every period boundary, the exact energy drawn up to it, as NVML's
+counter does at its own pace; between boundaries a read returns the last published value. No
+test reads the wall clock: iterations advance the injected clock.
+"""
+
+import json
+import math
+import time
+from dataclasses import asdict
+
+import pytest
+import torch
+
+from meddpm import COMBOS, UserError
+from meddpm.bench import Campaign, CampaignSettings, ComboResult
+from meddpm.measure.energy import (
+    BlockEnergy,
+    EnergyEstimate,
+    Reading,
+    block_energy,
+    counter_j_at,
+    integrated_power_j,
+    plan_block,
+    resolution,
+    update_period_s,
+    update_times,
+)
+from meddpm.measure.energy_block import run_block
+from meddpm.measure.nvml import GpuState
+from meddpm.measure.power_plot import power_chart
+from meddpm.measure.power_sampler import PowerSampler, poll_period
+from meddpm.measure.processes import _merged, result_from_dict
+from meddpm.measure.sample_energy import sample_with_energy
+
+PERIOD_S = 0.1
+CPU = torch.device("cpu")
+
+
+class Clock:
+    """An injected clock: seconds that move only when told to (or on every read, by ``tick_s``)."""
+
+    def __init__(self, t: float = 1000.0, tick_s: float = 0.0):
+        self.t, self.tick_s = t, tick_s
+
+    def __call__(self) -> float:
+        self.t += self.tick_s
+        return self.t
+
+    def advance(self, seconds: float) -> None:
+        self.t += seconds
+
+
+class FakeCard:
+    """Draws ``watts``, plus a swing of ``swing_w`` every ``swing_s`` (an iteration's phases) and a slow drift.
+
+    Its counter publishes the energy drawn so far (exactly, in closed form) every ``period_s``.
+    """
+
+    def __init__(
+        self,
+        clock: Clock,
+        watts: float = 500.0,
+        swing_w: float = 0.0,
+        swing_s: float = 0.06,
+        drift_w_per_s: float = 0.0,
+        period_s: float = PERIOD_S,
+        phase_s: float = 0.037,
+    ):
+        self.clock, self.watts, self.swing_w, self.swing_s = clock, watts, swing_w, swing_s
+        self.drift, self.period_s, self.phase_s = drift_w_per_s, period_s, phase_s
+
+    def power(self, t: float) -> float:
+        return self.watts + self.swing_w * math.sin(2 * math.pi * t / self.swing_s) + self.drift * t
+
+    def true_j(self, t: float) -> float:
+        """Energy drawn since t = 0: the integral of :meth:`power`."""
+        swing = self.swing_w * self.swing_s / (2 * math.pi) * (1 - math.cos(2 * math.pi * t / self.swing_s))
+        return self.watts * t + swing + self.drift * t * t / 2
+
+    def energy_mj_at(self, t: float) -> int:
+        published = self.phase_s + math.floor((t - self.phase_s) / self.period_s) * self.period_s
+        return round(self.true_j(published) * 1e3)
+
+    # The probe interface of the sampler, read at the injected clock's time.
+    def energy_mj(self) -> int:
+        return self.energy_mj_at(self.clock.t)
+
+    def instant_power_w(self) -> float:
+        return self.power(self.clock.t)
+
+    def sm_clock_mhz(self) -> int:
+        return 1980
+
+
+class FakeSampler:
+    """Reads the fake card every 5 ms of injected time between start and stop (what the thread does on a GPU)."""
+
+    def __init__(self, card: FakeCard, interval_s: float = 0.005):
+        self.card, self.interval_s = card, interval_s
+
+    def start(self) -> None:
+        self.start_t = self.card.clock.t
+
+    def stop(self) -> list[Reading]:
+        n = int((self.card.clock.t - self.start_t) / self.interval_s) + 1
+        times = [self.start_t + i * self.interval_s for i in range(n)]
+        return [Reading(t, self.card.energy_mj_at(t), self.card.power(t), 1980) for t in times]
+
+
+def measure(card: FakeCard, iteration_s: float, error_target: float = 0.01, windows: int = 3) -> BlockEnergy:
+    """Plan and run a block of iterations that each advance the clock by ``iteration_s``; its energy."""
+    plan = plan_block(PERIOD_S, iteration_s, error_target, windows)
+    run = run_block(lambda: card.clock.advance(iteration_s), CPU, FakeSampler(card), plan, clock=card.clock)
+    return block_energy(run.readings, run.edges_s, [plan.window_iterations] * windows, run.gpu_s, PERIOD_S)
+
+
+def test_a_single_iteration_reads_zero_or_a_whole_step():
+    # The bug this replaces: reading the counter around one 50 ms iteration of `fast`.
+    clock = Clock(t=0.0)
+    card = FakeCard(clock, watts=580.0)
+    readings = FakeSampler(card)
+    readings.start()
+    clock.advance(2.0)
+    trace = readings.stop()
+    per_iteration = {round(counter_j_at(trace, t + 0.05) - counter_j_at(trace, t), 3) for t in (0.3, 0.35, 0.4, 0.45)}
+    assert per_iteration == {0.0, 58.0}  # the truth is 29 J, every time
+
+
+def test_the_counter_period_is_timed_by_polling_flat_out():
+    clock = Clock(tick_s=0.0003)  # each read of the clock moves it on, like a real poll loop
+    card = FakeCard(clock)
+    assert poll_period(card.energy_mj, clock) == pytest.approx(PERIOD_S, abs=0.001)
+
+
+def test_a_counter_that_never_moves_has_no_period():
+    clock = Clock(tick_s=0.001)
+    assert poll_period(lambda: 5, clock, max_s=1.0) is None
+    assert poll_period(lambda: None, clock) is None
+
+
+def test_the_period_from_sampled_readings_survives_a_missed_update():
+    clock = Clock(t=0.0)
+    card = FakeCard(clock)
+    sampler = FakeSampler(card)
+    sampler.start()
+    clock.advance(1.0)
+    readings = sampler.stop()
+    times = update_times(readings)
+    assert len(times) == 10 and update_period_s(times) == pytest.approx(PERIOD_S, abs=0.005)
+    del times[4]  # a sampler that stalled over one update
+    assert update_period_s(times) == pytest.approx(PERIOD_S, abs=0.005)
+    assert update_period_s(times[:2]) is None
+
+
+@pytest.mark.parametrize("iteration_s", [0.049, 0.17, 0.23, 0.34, 1.2, 1.4])  # the paper preset's combos on an H200
+def test_the_block_is_long_enough_for_one_percent(iteration_s):
+    plan = plan_block(PERIOD_S, iteration_s, 0.01, 3)
+    block_s = plan.iterations * iteration_s
+    assert block_s >= 1.25 * PERIOD_S / 0.01  # one 100 ms step under 1 % of the block, with edge power 25 % above
+    assert block_s < 1.25 * PERIOD_S / 0.01 + 3 * iteration_s  # and no longer than rounding needs
+    assert plan.lead * iteration_s >= 1.5 * PERIOD_S
+
+
+def test_a_plan_needs_positive_figures():
+    with pytest.raises(ValueError):
+        plan_block(0.0, 0.05, 0.01, 3)
+
+
+@pytest.mark.parametrize("iteration_s", [0.049, 0.23, 1.2])
+@pytest.mark.parametrize("phase_s", [0.0, 0.013, 0.071])
+def test_energy_per_iteration_is_within_its_bound_and_never_zero(iteration_s, phase_s):
+    card = FakeCard(Clock(), watts=580.0, phase_s=phase_s)
+    block = measure(card, iteration_s)
+    truth = 580.0 * iteration_s
+    per_iteration = block.counter_j / block.iterations
+    assert block.quantisation < 0.01
+    assert abs(per_iteration / truth - 1) <= block.quantisation
+    assert all(w.counter_j > 0 for w in block.windows)
+    assert block.period_s == PERIOD_S
+
+
+def test_the_bound_holds_while_the_power_swings():
+    # Power that swings 200 W within every 60 ms (a fast iteration's phases) and drifts slowly.
+    card = FakeCard(Clock(t=10.0), watts=450.0, swing_w=100.0, swing_s=0.06, drift_w_per_s=10.0)
+    block = measure(card, 0.06)
+    edges = [10.0 + 3 * 0.06]  # the first window starts after the lead of three iterations
+    truth = card.true_j(edges[0] + block.iterations * 0.06) - card.true_j(edges[0])
+    assert abs(block.counter_j / truth - 1) <= block.quantisation < 0.01
+
+
+def test_the_cross_checks_agree_with_the_truth_at_constant_power():
+    card = FakeCard(Clock(), watts=400.0)
+    block = measure(card, 0.23)
+    for w in block.windows:
+        truth = 400.0 * w.gpu_s
+        assert w.interpolated_j == pytest.approx(truth, rel=1e-6)
+        assert w.integrated_j == pytest.approx(truth, rel=1e-6)
+        assert w.counter_j == pytest.approx(truth, abs=400.0 * PERIOD_S)  # each edge within one step
+
+
+def test_integration_needs_power_samples():
+    readings = [Reading(t, 1000 * int(t), None) for t in (0.0, 0.1, 0.2)]
+    assert integrated_power_j(readings, 0.0, 0.2) is None
+
+
+def test_short_windows_have_a_bound_that_says_so():
+    # A block planned for 20 % error: the bound says how coarse it is, and the verdict's gate uses it.
+    card = FakeCard(Clock(), watts=580.0)
+    block = measure(card, 0.049, error_target=0.2)
+    assert 0.05 < block.quantisation < 0.2
+
+
+def test_resolution_adds_both_bounds_and_both_spreads():
+    now = EnergyEstimate(100.0, 0.01, (99.0, 100.0, 101.0))
+    base = EnergyEstimate(100.0, 0.005, (100.0, 100.0, 100.0))
+    assert now.spread == pytest.approx(0.02) and base.spread == 0.0
+    assert resolution(now, base) == pytest.approx(0.035)
+    assert EnergyEstimate(100.0, 0.01, (100.0,)).spread == math.inf  # one replicate: no spread known
+
+
+def result_with(block: BlockEnergy, batch_size: int = 1) -> ComboResult:
+    return ComboResult(
+        "paper", "fast", batch_size, (128, 128, 128), "bf16", [49.0, 50.0, 49.5], [], 0.0, 2 * 10**12, 0.03,
+        energy_blocks=[block], sample_flops=10**14,
+    )  # fmt: skip
+
+
+def test_combo_result_reports_energy_per_volume_sample_and_tflop_per_joule():
+    block = measure(FakeCard(Clock(), watts=600.0), 0.05)
+    r = result_with(block, batch_size=2)
+    e = r.energy
+    assert e.j_per_iter == pytest.approx(30.0, rel=e.quantisation) and e.replicates and len(e.replicates) == 3
+    assert r.mean_power_w == pytest.approx(600.0, rel=e.quantisation)
+    assert r.energy_j_per_volume == pytest.approx(e.j_per_iter / 2)
+    assert r.tflop_per_j == pytest.approx(2.0 / e.j_per_iter)
+    assert r.sample_energy_j_estimate == pytest.approx(e.j_per_iter * 50)  # 1e14 / 2e12 training steps' FLOPs
+    payload = r.as_dict()
+    assert payload["energy_method"] == "counter-window/1" and payload["energy_period_ms"] == pytest.approx(100.0)
+    assert payload["energy_quantisation"] == e.quantisation
+
+
+def test_energy_survives_the_worker_json_and_merges_over_processes():
+    blocks = [measure(FakeCard(Clock(), watts=w), 0.05) for w in (600.0, 606.0, 594.0)]
+    runs = [result_from_dict(json.loads(json.dumps(asdict(result_with(b))))) for b in blocks]
+    assert runs[0].energy_blocks == [blocks[0]]
+    merged = _merged(runs)
+    e = merged.energy
+    assert len(e.replicates) == 3  # one per process, no longer the windows
+    assert e.j_per_iter == pytest.approx(30.0, rel=0.01) and e.quantisation == max(b.quantisation for b in blocks)
+    old = {k: v for k, v in asdict(result_with(blocks[0])).items() if k != "energy_blocks"}
+    old["energy_samples_j"] = [0.0, 58.0]  # an older worker's document
+    assert result_from_dict(old).energy is None
+
+
+def test_no_energy_without_a_block():
+    r = result_with(measure(FakeCard(Clock()), 0.05))
+    r.energy_blocks.clear()
+    assert r.energy is None and r.energy_j_per_iter is None and r.mean_power_w is None and r.tflop_per_j is None
+
+
+def test_the_sampler_thread_reads_the_probe_until_stopped():
+    clock = Clock(tick_s=0.001)
+    sampler = PowerSampler(FakeCard(clock), interval_s=0.0005, clock=clock)
+    sampler.start()
+    readings = sampler.stop()
+    assert len(readings) >= 2 and all(b.t_s > a.t_s for a, b in zip(readings, readings[1:]))
+    assert readings[0].power_w == 500.0 and readings[0].sm_clock_mhz == 1980
+
+
+def test_the_power_chart_is_drawn_next_to_the_results(tmp_path):
+    r = result_with(measure(FakeCard(Clock(), swing_w=50.0, swing_s=0.15), 0.05))
+    path = power_chart([r, result_with(measure(FakeCard(Clock()), 0.23))], tmp_path / "power.png", "test")
+    assert path.stat().st_size > 10_000
+    with pytest.raises(ValueError, match="no combo has an energy block"):
+        power_chart([], tmp_path / "none.png", "test")
+
+
+class WallCard:
+    """A fake GPU on the real clock for a whole campaign: 400 W, a counter publishing every 100 ms."""
+
+    def __init__(self):
+        self.t0 = time.perf_counter()
+
+    def energy_mj(self) -> int:
+        return round(400.0 * PERIOD_S * math.floor((time.perf_counter() - self.t0) / PERIOD_S) * 1e3)
+
+    def instant_power_w(self) -> float:
+        return 400.0
+
+    def sm_clock_mhz(self) -> int:
+        return 1980
+
+    def state(self) -> GpuState:
+        return GpuState("fake", "0", 1980, 1980, 2619, 40, 400.0, 700.0, 100, ())
+
+
+def test_a_campaign_measures_energy_in_one_block_per_combo_after_its_rounds(micro, monkeypatch):
+    # The whole path on the CPU: counter period, plan, block with the sampler thread, figures. The
+    # assertions hold whatever the machine's speed: the bound covers the sampler's gaps.
+    monkeypatch.setattr("meddpm.bench.open_gpu", lambda device: (WallCard(), ""))
+    settings = CampaignSettings(warmup=1, min_rounds=2, max_rounds=2, energy_error=0.25, energy_windows=2)
+    result = Campaign(micro, [COMBOS["baseline"]], CPU, settings=settings).run()["baseline"]
+    (block,) = result.energy_blocks
+    e = result.energy
+    assert len(e.replicates) == 2 and all(w.counter_j > 0 for w in block.windows)
+    assert abs(result.mean_power_w / 400.0 - 1) <= e.quantisation
+    assert block.period_s == pytest.approx(PERIOD_S, abs=0.02)
+    assert result.energy_note == ""
+
+
+def test_a_campaign_without_a_moving_counter_says_so(micro, monkeypatch):
+    card = WallCard()
+    card.energy_mj = lambda: None  # NVML says the counter is not supported
+    monkeypatch.setattr("meddpm.bench.open_gpu", lambda device: (card, ""))
+    monkeypatch.setattr("meddpm.bench.poll_period", lambda read: None)
+    settings = CampaignSettings(warmup=1, min_rounds=2, max_rounds=2)
+    result = Campaign(micro, [COMBOS["baseline"]], CPU, settings=settings).run()["baseline"]
+    assert result.energy is None and "unsupported on this GPU or did not advance" in result.energy_note
+
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [(dict(energy_error=0.0), "energy error target must be between 0 and 1"), (dict(energy_windows=1), "2 windows")],
+)
+def test_energy_settings_are_checked(settings, message):
+    with pytest.raises(UserError, match=message):
+        CampaignSettings(**settings)
+
+
+def test_an_edge_with_no_update_after_it_takes_the_largest_step_seen():
+    readings = [Reading(t, mj) for t, mj in ((0.0, 0), (0.04, 0), (0.06, 0), (0.1, 50_000), (0.2, 110_000))]
+    readings.append(Reading(0.25, 110_000))  # the last edge, at 0.24, has no update after it
+    block = block_energy(readings, [0.05, 0.24], [4], [0.19], PERIOD_S)
+    assert block.windows[0].counter_j == 110.0
+    # The first edge: its 50 J step, sampled 20 ms apart; the last: the largest step, 60 J, 50 ms apart.
+    assert block.quantisation == pytest.approx(max(50.0 * 1.2, 60.0 * 1.5) / 110.0)
+
+
+def test_a_full_sample_is_measured_in_a_window_with_its_energy(micro, monkeypatch):
+    monkeypatch.setattr("meddpm.measure.sample_energy.open_gpu", lambda device: (WallCard(), ""))
+    config = micro.replace(timesteps=6)
+    result, block = sample_with_energy(config, COMBOS["baseline"], CPU, warmup_steps=2, error_target=0.5)
+    assert result.steps == 6 and result.seconds > 0 and block.iterations >= 1
+    assert block.counter_j > 0 and abs(block.counter_j / (400.0 * sum(w.gpu_s for w in block.windows)) - 1) <= (
+        block.quantisation
+    )
+
+
+def test_without_a_counter_a_full_sample_is_only_timed(micro):
+    result, block = sample_with_energy(micro.replace(timesteps=3), COMBOS["baseline"], CPU, warmup_steps=1)
+    assert block is None and result.steps == 3 and result.seconds > 0

@@ -1,0 +1,193 @@
+"""The suite's ``--history`` and ``meddpm-bench --history``: the run appended after its results file is
+written, the database checked before measuring, and a failing append one line that loses nothing."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from meddpm.bench import ComboResult
+from meddpm.cli import main as bench_main
+from meddpm.errors import UserError
+from meddpm.history.simulation import results_document
+from meddpm.history.store import HistoryStore
+from meddpm.suite.plugin import _append_history
+
+SUITE_TESTS = Path(__file__).resolve().parent.parent / "perf_tests" / "test_training.py"
+FAST = [
+    *("-p", "no:cacheprovider", "-rfEs", "-m", "cpu", "--combos=baseline", "--perf-warmup=0"),
+    *("--perf-min-rounds=1", "--perf-max-rounds=1", "--perf-benchmark-rounds=1", "--perf-rel-iqr=1.0"),
+]
+# The suite's training steps run for real, but its clock reads 100 ms (tests/test_suite_plugin.py does the same).
+FAKE_CLOCK = """
+import meddpm.bench
+
+pytest_plugins = ["meddpm.suite.plugin"]
+
+
+def _clock(fn, device, during=None):
+    fn()
+    if during is not None:
+        during()
+    return 100.0
+
+
+meddpm.bench.time_synchronized = _clock
+"""
+
+
+@pytest.fixture(autouse=True)
+def _no_history_env(monkeypatch):
+    monkeypatch.delenv("MEDDPM_HISTORY", raising=False)
+
+
+def stored(db: Path) -> list:
+    with HistoryStore.open(str(db), create=False) as store:
+        return store.runs()
+
+
+# --- meddpm-bench --------------------------------------------------------------------------------
+
+
+class FakeCampaign:
+    """A campaign that measures nothing: 10 ms per round for every combo."""
+
+    def __init__(self, config, combos, device, *, batch_size, settings):
+        self.config, self.combos, self.batch_size, self.settings = config, combos, batch_size, settings
+
+    def run(self, on_progress=None):
+        return {
+            c.name: ComboResult(
+                preset=self.config.name,
+                combo=c.name,
+                batch_size=self.batch_size,
+                volume=self.config.volume,
+                math_precision=c.math_precision,
+                samples_ms=[10.0] * self.settings.min_rounds,
+                warmup_ms=[],
+                setup_s=0.1,
+                flops_per_iter=10**9,
+                rel_iqr_target=self.settings.rel_iqr_target,
+            )
+            for c in self.combos
+        }
+
+    def close(self) -> None:
+        """Nothing to free."""
+
+
+@pytest.fixture
+def bench(monkeypatch, tmp_path):
+    """Run meddpm-bench on the CPU with a fake campaign; returns the exit code."""
+    monkeypatch.setattr("meddpm.cli.Campaign", FakeCampaign)
+    monkeypatch.setattr("meddpm.cli._available_memory", lambda: None, raising=False)
+
+    def run(*args: str) -> int:
+        return bench_main(["--device", "cpu", "--combos", "baseline", "--json", str(tmp_path / "r.json"), *args])
+
+    return run
+
+
+def test_bench_appends_its_run_with_the_machine_and_options(bench, tmp_path, capsys):
+    db = tmp_path / "h.sqlite"
+    assert bench("--history", str(db)) == 0
+    assert f"history: run added to {db}" in capsys.readouterr().out
+    (run,) = stored(db)
+    assert (run.kind, run.arch, run.schema, run.cases[0].case) == ("bench", "cpu", "meddpm-bench/2", "tiny/baseline/b1")
+    assert run.host and run.options["combos"] == "baseline" and run.source.startswith("meddpm-bench (")
+    assert run.cases[0].median_ms == 10.0 and run.cases[0].samples_ms == [10.0] * 3
+
+
+def test_bench_history_alone_is_the_environment_else_the_default_file(bench, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert bench("--history") == 0
+    assert len(stored(tmp_path / "perf-history.sqlite")) == 1
+    monkeypatch.setenv("MEDDPM_HISTORY", str(tmp_path / "env.sqlite"))
+    assert bench() == 0  # no flag: the environment's database still gets the run
+    assert len(stored(tmp_path / "env.sqlite")) == 1
+
+
+def test_bench_refuses_a_bad_history_before_measuring(monkeypatch, tmp_path, capsys):
+    def refuse(*_, **__):
+        raise AssertionError("the command started measuring instead of refusing")
+
+    monkeypatch.setattr("meddpm.cli.Campaign", refuse)
+    assert bench_main(["--device", "cpu", "--json", str(tmp_path / "r.json"), "--history", "nosuchdb://h/d"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no database driver for nosuchdb://h/d" in err[0]
+
+
+def test_bench_keeps_its_json_when_the_append_fails(bench, tmp_path, capsys, monkeypatch):
+    def fail(self, runs):
+        raise UserError("history database x: appending failed: disk I/O error")
+
+    monkeypatch.setattr(HistoryStore, "add", fail)
+    assert bench("--history", str(tmp_path / "h.sqlite")) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == (
+        f"meddpm-bench: run not appended to the history ({tmp_path / 'r.json'} has it): "
+        "history database x: appending failed: disk I/O error"
+    )
+    assert json.loads((tmp_path / "r.json").read_text())["results"][0]["combo"] == "baseline"
+
+
+# --- the suite -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makepyfile(test_training=SUITE_TESTS.read_text())
+    (pytester.path / "baselines").mkdir()  # empty: the case measures, then skips for want of a baseline
+    return pytester
+
+
+def run_suite(suite: pytest.Pytester, *args: str) -> pytest.RunResult:
+    bdir, rdir = suite.path / "baselines", suite.path / "results"
+    return suite.runpytest_subprocess(*FAST, f"--baseline-dir={bdir}", f"--perf-results-dir={rdir}", *args)
+
+
+def test_the_suite_appends_its_run_after_writing_results(suite):
+    suite.makeconftest(FAKE_CLOCK)
+    db = suite.path / "history.sqlite"
+    result = run_suite(suite, f"--history={db}")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines([f"*history: run added to {db}"])
+    (run,) = stored(db)
+    assert (run.kind, run.arch, run.cases[0].case, run.cases[0].median_ms) == (
+        "suite",
+        "cpu",
+        "tiny/baseline/b1",
+        100.0,
+    )
+    assert run.options["history"] == str(db) and run.options["combos"] == ["baseline"] and run.host
+
+
+def test_a_failing_append_is_one_line_and_results_json_stays(suite_options, tmp_path, monkeypatch):
+    options = suite_options(history=str(tmp_path / "h.sqlite"))
+    results = options.results_dir / "results.json"
+    results.parent.mkdir()
+    results.write_text(json.dumps(results_document("h200", datetime.datetime(2026, 12, 1), "c0", {"fast": 49.3})))
+    lines: list[str] = []
+
+    def fail(self, runs):
+        raise UserError("history database x: appending failed: disk I/O error")
+
+    monkeypatch.setattr(HistoryStore, "add", fail)
+    _append_history(SimpleNamespace(options=options, write_line=lines.append))
+    assert lines == [
+        f"meddpm: run not appended to the history ({results} has it): history database x: appending failed: "
+        "disk I/O error"
+    ]
+    assert json.loads(results.read_text())["cases"][0]["combo"] == "fast"
+
+
+def test_a_bad_history_stops_the_suite_before_measuring(suite):
+    suite.makeconftest(FAKE_CLOCK)
+    result = run_suite(suite, "--history=nosuchdb://h/d")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*no database driver for nosuchdb://h/d*"])
+    assert not (suite.path / "results").exists()
