@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +22,7 @@ from alembic.script import ScriptDirectory
 from alembic.util.exc import CommandError
 from sqlalchemy import Engine, create_engine, event, inspect, select, text
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, selectinload
 
 from meddpm.errors import UserError
@@ -113,31 +115,43 @@ class HistoryStore:
             raise UserError(f"history database {self.label}: {doing} failed: {_first_line(exc)}") from None
 
     def _migrate(self) -> None:
+        with self._errors("opening"):
+            # A brand-new SQLite file answers "database is locked" at once, without the busy timeout,
+            # while another runner switches it to WAL or migrates it: wait for that runner, then retry.
+            deadline = time.monotonic() + _BUSY_TIMEOUT_S
+            while True:
+                try:
+                    return self._migrate_once()
+                except OperationalError as exc:
+                    if "database is locked" not in str(exc) or time.monotonic() > deadline:
+                        raise
+                time.sleep(random.uniform(0.05, 0.25))
+
+    def _migrate_once(self) -> None:
         config = Config()
         config.set_main_option("script_location", str(MIGRATIONS))
         scripts = ScriptDirectory.from_config(config)
-        with self._errors("opening"):
-            # A read first: an up-to-date database, the usual case, needs no write lock.
-            with self.engine.connect() as connection:
-                if MigrationContext.configure(connection).get_current_revision() == scripts.get_current_head():
-                    return
-            with self.engine.execution_options(write=True).begin() as connection:
-                if connection.dialect.name == "postgresql":
-                    connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK})
-                # Read again under the lock: another runner may have migrated the database meanwhile.
-                current = MigrationContext.configure(connection).get_current_revision()
-                if current is not None and current not in {s.revision for s in scripts.walk_revisions()}:
-                    raise UserError(
-                        f"history database {self.label} has schema revision {current}, which this meddpm-perf "
-                        "does not know (a newer one wrote it); upgrade meddpm-perf"
-                    )
-                if current is None and inspect(connection).get_table_names():
-                    raise UserError(f"{self.label} holds tables but no history schema; it is not a history database")
-                config.attributes["connection"] = connection
-                try:
-                    command.upgrade(config, "head")
-                except CommandError as exc:
-                    raise UserError(f"history database {self.label}: migrating failed: {_first_line(exc)}") from None
+        # A read first: an up-to-date database, the usual case, needs no write lock.
+        with self.engine.connect() as connection:
+            if MigrationContext.configure(connection).get_current_revision() == scripts.get_current_head():
+                return
+        with self.engine.execution_options(write=True).begin() as connection:
+            if connection.dialect.name == "postgresql":
+                connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK})
+            # Read again under the lock: another runner may have migrated the database meanwhile.
+            current = MigrationContext.configure(connection).get_current_revision()
+            if current is not None and current not in {s.revision for s in scripts.walk_revisions()}:
+                raise UserError(
+                    f"history database {self.label} has schema revision {current}, which this meddpm-perf "
+                    "does not know (a newer one wrote it); upgrade meddpm-perf"
+                )
+            if current is None and inspect(connection).get_table_names():
+                raise UserError(f"{self.label} holds tables but no history schema; it is not a history database")
+            config.attributes["connection"] = connection
+            try:
+                command.upgrade(config, "head")
+            except CommandError as exc:
+                raise UserError(f"history database {self.label}: migrating failed: {_first_line(exc)}") from None
 
     def add(self, runs: Sequence[Run]) -> AddResult:
         """Store the runs not stored yet, all in one transaction: an interrupted append stores none of them."""
