@@ -17,7 +17,7 @@ from __future__ import annotations
 import gc
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 import torch
@@ -36,6 +36,7 @@ from meddpm.measure.energy import (
 )
 from meddpm.measure.energy_block import run_block
 from meddpm.measure.flops import forward_flops, train_step_flops
+from meddpm.measure.heat_soak import SoakPlan, soak
 from meddpm.measure.nvml import Gpu, GpuState, open_gpu
 from meddpm.measure.power_sampler import PowerSampler, poll_period
 from meddpm.measure.stats import Stats
@@ -66,6 +67,8 @@ class CampaignSettings:
     # An energy block per combo after the rounds (1.25 counter periods / energy_error of GPU time,
     # about 12 s at a 100 ms period); off where only time is judged, as in an A/B run.
     energy: bool = True
+    # Before each block the combo runs until the card's temperature settles (leakage power follows it).
+    energy_soak: SoakPlan = SoakPlan()
 
     def __post_init__(self) -> None:
         if self.warmup < 0:
@@ -407,14 +410,18 @@ class Campaign:
             return
         for done, (name, step) in enumerate(self.steps.items(), 1):
             result = self.results[name]
-            plan = plan_block(period, result.stats.median / 1e3, s.energy_error, s.energy_windows)
-            detail = f"{plan.windows} x {plan.window_iterations} iterations, counter period {period * 1e3:.0f} ms"
+            detail = f"temperature settling, then {s.energy_windows} windows to a {s.energy_error:.0%} counter bound"
             notify(Progress("energy", name, done, len(self.steps), detail))
+            settled = soak(
+                step, result.stats.median / 1e3, gpu.temperature_c, lambda: synchronize(self.device), s.energy_soak
+            )
+            plan = plan_block(period, settled.iteration_s, s.energy_error, s.energy_windows)
             run = run_block(step, self.device, PowerSampler(gpu), plan)
             # The period seen under load, where the sampler saw enough updates; the idle one otherwise.
             seen = update_period_s(update_times(run.readings)) or period
             iterations = [plan.window_iterations] * plan.windows
-            result.energy_blocks.append(block_energy(run.readings, run.edges_s, iterations, run.gpu_s, seen))
+            block = block_energy(run.readings, run.edges_s, iterations, run.gpu_s, seen)
+            result.energy_blocks.append(replace(block, soak=settled))
 
     def _time_one(self, name: str, step: TrainStep) -> None:
         result, gpu, device = self.results[name], self._gpu, self.device

@@ -28,6 +28,7 @@ from meddpm.measure.energy import (
     update_times,
 )
 from meddpm.measure.energy_block import run_block
+from meddpm.measure.heat_soak import SoakPlan
 from meddpm.measure.nvml import GpuState
 from meddpm.measure.power_plot import power_chart
 from meddpm.measure.power_sampler import PowerSampler, poll_period
@@ -292,6 +293,9 @@ class WallCard:
     def sm_clock_mhz(self) -> int:
         return 1980
 
+    def temperature_c(self) -> int:
+        return 40
+
     def state(self) -> GpuState:
         return GpuState("fake", "0", 1980, 1980, 2619, 40, 400.0, 700.0, 100, ())
 
@@ -300,9 +304,14 @@ def test_a_campaign_measures_energy_in_one_block_per_combo_after_its_rounds(micr
     # The whole path on the CPU: counter period, plan, block with the sampler thread, figures. The
     # assertions hold whatever the machine's speed: the bound covers the sampler's gaps.
     monkeypatch.setattr("meddpm.bench.open_gpu", lambda device: (WallCard(), ""))
-    settings = CampaignSettings(warmup=1, min_rounds=2, max_rounds=2, energy_error=0.25, energy_windows=2)
+    soak = SoakPlan(window_s=0.2, max_s=5.0)
+    settings = CampaignSettings(
+        warmup=1, min_rounds=2, max_rounds=2, energy_error=0.25, energy_windows=2, energy_soak=soak
+    )
     result = Campaign(micro, [COMBOS["baseline"]], CPU, settings=settings).run()["baseline"]
     (block,) = result.energy_blocks
+    assert block.soak.settled and block.soak.start_c == block.soak.end_c == 40  # the card's steady 40 °C
+    assert result_from_dict(json.loads(json.dumps(asdict(result)))).energy_blocks[0].soak == block.soak
     e = result.energy
     assert len(e.replicates) == 2 and all(w.counter_j > 0 for w in block.windows)
     assert abs(result.mean_power_w / 400.0 - 1) <= e.quantisation

@@ -23,6 +23,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from meddpm.measure.heat_soak import Soak
+
 # The method every new energy figure comes from; baselines store it, and a verdict compares
 # only figures of the same method (the old per-iteration reads read 0 J for short iterations).
 ENERGY_METHOD = "counter-window/1"
@@ -81,6 +83,7 @@ class BlockEnergy:
     period_s: float
     quantisation: float  # bound on the relative error of the total counter energy
     trace: tuple[tuple[float, float | None, int | None, float], ...]  # (s from first edge, W, MHz, counter J)
+    soak: Soak | None = None  # how the card was brought to the combo's temperature first (None: it was not)
 
     @classmethod
     def from_dict(cls, d: dict) -> BlockEnergy:
@@ -90,6 +93,7 @@ class BlockEnergy:
             period_s=float(d["period_s"]),
             quantisation=float(d["quantisation"]),
             trace=tuple(tuple(row) for row in d["trace"]),  # type: ignore[misc]
+            soak=Soak(**d["soak"]) if d.get("soak") else None,
         )
 
     @property

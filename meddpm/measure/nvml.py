@@ -99,6 +99,10 @@ class Gpu:
         except self._nvml.NVMLError:
             return None
 
+    def temperature_c(self) -> int:
+        """The GPU die temperature in °C (NVML reads whole degrees)."""
+        return int(self._nvml.nvmlDeviceGetTemperature(self._handle, self._nvml.NVML_TEMPERATURE_GPU))
+
     def state(self) -> GpuState:
         """Current clocks, temperature, power and clock-event reasons."""
         n, h = self._nvml, self._handle
@@ -113,7 +117,7 @@ class Gpu:
             sm_clock_mhz=n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM),
             sm_clock_max_mhz=n.nvmlDeviceGetMaxClockInfo(h, n.NVML_CLOCK_SM),
             mem_clock_mhz=n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_MEM),
-            temperature_c=n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU),
+            temperature_c=self.temperature_c(),
             power_w=n.nvmlDeviceGetPowerUsage(h) / 1000.0,
             power_limit_w=n.nvmlDeviceGetEnforcedPowerLimit(h) / 1000.0,
             gpu_utilization_pct=n.nvmlDeviceGetUtilizationRates(h).gpu,

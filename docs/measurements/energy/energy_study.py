@@ -5,12 +5,12 @@ Run from the repository root on a GPU machine, e.g. ``python docs/measurements/e
 1. times the NVML energy counter's update period, and how often the instant-power field changes,
    by polling each flat out on the idle card;
 2. measures the combos of the paper preset in fresh worker processes (``python -m meddpm.worker``,
-   2 warm-up iterations, 2 rounds for the iteration time, then one energy block per combo planned
-   for a 1 % counter bound), one process after another, as many as fit in ``--budget`` seconds:
-   every combo in the first process, then those measured in fewest processes, cheapest first,
-   whose cost in the last process still fits (a block lasts about 13 s whatever the combo, so three
-   processes of all six combos take about 8 minutes with Inductor's cache warm, and ``--budget 330``
-   gets two for most combos);
+   2 warm-up iterations, 2 rounds for the iteration time, then per combo, once the card's
+   temperature has settled for it, one energy block planned for a 1 % counter bound), one
+   process after another, as many as fit in ``--budget`` seconds: every combo in the first
+   process, then those measured in fewest processes, cheapest first, whose cost in the last
+   process still fits (a block lasts about 13 s whatever the combo, plus a soak of 5-30 s; two
+   processes of baseline, opt2 and ``fast`` took 363-386 s on a fresh machine);
 3. if time is left, measures one volume's full reverse diffusion of ``--sample`` combos, to set the
    measured energy of a sample beside the estimate at the training step's joules per FLOP;
 4. writes each process's JSON and power chart, ``study.json`` and ``study.md`` under ``--out``, and
@@ -92,8 +92,9 @@ def run_worker(combos: list[str], path: Path, device: str, preset: str) -> tuple
 
 
 def combo_cost_s(r: ComboResult) -> float:
-    """Seconds a combo took in its process: build, warm-up, rounds and its energy block with leads."""
+    """Seconds a combo took in its process: build, warm-up, rounds, soak and its energy block with leads."""
     block = sum(w.gpu_s for b in r.energy_blocks for w in b.windows)
+    block += sum(b.soak.seconds for b in r.energy_blocks if b.soak)
     leads = 2 * 1.5 * max((b.period_s for b in r.energy_blocks), default=0.1) + 2 * r.stats.median / 1e3
     return r.setup_s + sum(r.warmup_ms) / 1e3 + sum(r.samples_ms) / 1e3 + block + leads
 
@@ -175,6 +176,10 @@ def summarise(by_combo: dict[str, list[ComboResult]], samples: dict[str, dict]) 
                 "kJ/sample measured": round(measured / 1e3, 3) if measured else None,
                 "TFLOP/J": round(statistics.mean(r.tflop_per_j for r in runs), 4),
                 "period ms (load)": round(max(r.energy_period_ms for r in runs), 1),
+                "°C at block": [b.soak.end_c for r in runs for b in r.energy_blocks if b.soak],
+                "soak s (max)": max(
+                    (round(b.soak.seconds) for r in runs for b in r.energy_blocks if b.soak), default=None
+                ),
                 "block s": round(statistics.mean(sum(w.gpu_s for w in r.energy_blocks[0].windows) for r in runs), 1),
             }
         )
@@ -229,7 +234,7 @@ def main() -> None:
             e = r.energy
             print(
                 f"  {r.combo}: {e.j_per_iter:.2f} J/iter, bound {e.quantisation:.2%}, spread {e.spread:.2%}, "
-                f"period {r.energy_period_ms:.1f} ms"
+                f"period {r.energy_period_ms:.1f} ms, soak {r.energy_blocks[0].soak.describe()}"
                 if e
                 else f"  {r.combo}: no energy ({r.energy_note})",
                 flush=True,
