@@ -17,8 +17,9 @@ import meddpm
 PACKAGE = Path(meddpm.__file__).resolve().parent
 SUITE_TESTS = PACKAGE.parent / "perf_tests" / "test_training.py"
 
-# Appended to the copy's meddpm/bench.py: the training steps still run, but each iteration reads
-# {ms} ms, plus up to 0.2 % that differs between processes (their PIDs), as real processes do.
+# Appended to the copy's meddpm/bench.py: the training steps still run, but each iteration of a
+# combo reads its time in {ms} (100 ms for any other), plus up to 0.2 % that differs between
+# processes (their PIDs), as real processes do.
 CLOCK = """
 
 def time_synchronized(fn, device, during=None):
@@ -27,7 +28,7 @@ def time_synchronized(fn, device, during=None):
     fn()
     if during is not None:
         during()
-    return {ms} * (1 + (os.getpid() % 5) * 0.0005)
+    return {ms}.get(fn.combo.name, 100.0) * (1 + (os.getpid() % 5) * 0.0005)
 """
 
 
@@ -35,7 +36,8 @@ def git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout.strip()
 
 
-def set_clock(repo: Path, ms: float) -> None:
+def set_clock(repo: Path, **ms: float) -> None:
+    """Each iteration of the combos named reads the time given (the others 100 ms)."""
     bench = repo / "meddpm" / "bench.py"
     original = (PACKAGE / "bench.py").read_text()
     bench.write_text(original + CLOCK.format(ms=ms))
@@ -55,7 +57,7 @@ def repo(tmp_path: Path) -> Path:
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "before process-level measuring")
     (root / "meddpm" / "worker.py").write_text(worker)
-    set_clock(root, 100.0)
+    set_clock(root)
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "reference: 100 ms")
     return root
@@ -65,7 +67,7 @@ def run_ab(repo: Path, *args: str) -> subprocess.CompletedProcess:
     (repo / "test_training.py").write_text(SUITE_TESTS.read_text())
     (repo / "conftest.py").write_text('pytest_plugins = ["meddpm.suite.plugin"]\n')
     cmd = [
-        *(sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rfEs", "-m", "cpu", "--combos=baseline"),
+        *(sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rfEs", "-m", "cpu", "--combos=baseline,opt1"),
         *("--perf-warmup=0", "--perf-min-rounds=3", "--perf-max-rounds=3", "--perf-rel-iqr=1.0"),
         *("--perf-processes=2", f"--perf-results-dir={repo / 'results'}", "test_training.py", *args),
     ]
@@ -74,20 +76,18 @@ def run_ab(repo: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 def test_a_planted_slowdown_fails_and_a_clean_ab_passes(repo):
-    set_clock(repo, 110.0)  # the working tree, uncommitted: 10 % slower
-    planted = run_ab(repo, "--compare-to=HEAD")
-    assert planted.returncode == 1, planted.stdout + planted.stderr
-    out = planted.stdout
+    # One A/B run judges both: baseline is 10 % slower in the working tree, opt1 is the same code.
+    set_clock(repo, baseline=110.0)
+    result = run_ab(repo, "--compare-to=HEAD")
+    assert result.returncode == 1, result.stdout + result.stderr
+    out = result.stdout
     assert "in 2 processes each, alternating with HEAD" in out
     assert "tiny/baseline/b1 working tree (" in out and "+dirty, 1 file(s) of meddpm/ changed or new) vs HEAD (" in out
     assert re.search(r"time regression: baseline 100(\.\d)? ms, now 110(\.\d)? ms \(ratio 1\.09\d\d|1\.10\d\d", out)
     assert "2 vs 2 processes" in out
-    assert "Traceback" not in out + planted.stderr
-
-    git(repo, "checkout", "-q", "--", ".")  # the same code on both sides
-    clean = run_ab(repo, "--compare-to=HEAD")
-    assert clean.returncode == 0, clean.stdout + clean.stderr
-    assert "time unchanged" in clean.stdout and "1 passed" in clean.stdout
+    assert re.search(r"tiny/opt1/b1 .* time unchanged", out), out
+    assert "1 failed, 1 passed" in out
+    assert "Traceback" not in out + result.stderr
     assert not git(repo, "worktree", "list").count("\n"), "the revision's temporary worktree was left behind"
 
 
@@ -110,27 +110,24 @@ def test_bad_revisions_are_one_line_before_measuring(repo, args, message):
 
 
 def run_bench(repo: Path, *args: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "meddpm.cli", "--combos=baseline", "--warmup=0", "--iters=2", *args]
+    cmd = [sys.executable, "-m", "meddpm.cli", "--combos=baseline,opt1", "--warmup=0", "--iters=2", *args]
     env = {"PATH": "/usr/bin:/bin", "HOME": str(repo), "PYTHONPATH": str(repo)}
     return subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=600)
 
 
-def test_bench_ab_flags_a_planted_slowdown_and_passes_a_clean_run(repo):
-    set_clock(repo, 110.0)
-    planted = run_bench(repo, "--compare-to=HEAD", "--processes=2", "--json=planted.json")
-    assert planted.returncode == 1, planted.stdout + planted.stderr
-    assert "A/B, 2 processes a side: working tree (" in planted.stdout
-    row = next(line for line in planted.stdout.splitlines() if line.startswith("baseline") and "regression" in line)
-    assert re.search(r" 1\.(09\d\d|10\d\d) ", row), row
-    assert "slower than HEAD (" in planted.stdout
-    document = json.loads((repo / "planted.json").read_text())
+def test_bench_ab_flags_a_planted_slowdown_and_passes_a_clean_combo(repo):
+    set_clock(repo, baseline=110.0)  # opt1: the same code on both sides
+    result = run_bench(repo, "--compare-to=HEAD", "--processes=2", "--json=ab.json")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "A/B, 2 processes a side: working tree (" in result.stdout
+    rows = {line.split()[0]: line for line in result.stdout.splitlines() if line.startswith(("baseline ", "opt1 "))}
+    assert "regression" in rows["baseline"] and re.search(r" 1\.(09\d\d|10\d\d) ", rows["baseline"]), rows
+    assert "unchanged" in rows["opt1"], rows
+    assert "slower than HEAD (" in result.stdout
+    document = json.loads((repo / "ab.json").read_text())
     assert document["comparisons"]["baseline"]["outcome"] == "regression"
+    assert document["comparisons"]["opt1"]["outcome"] == "unchanged"
     assert len(document["process_medians_ms"]) == 2  # both sides, two processes each
-
-    git(repo, "checkout", "-q", "--", ".")
-    clean = run_bench(repo, "--compare-to=HEAD", "--processes=2", "--json=clean.json")
-    assert clean.returncode == 0, clean.stdout + clean.stderr
-    assert "unchanged" in clean.stdout and "slower than" not in clean.stdout
     assert not git(repo, "worktree", "list").count("\n"), "the revision's temporary worktree was left behind"
 
 
