@@ -59,8 +59,9 @@ def soak(
     Iterations are queued in batches of about ``plan.poll_s`` (``iteration_s`` is the combo's
     median time), so the card never idles between them but for the host's read. The soak's own
     time per iteration is what the block should be planned with: the rounds' median can be far
-    off on a first process, where autotuning or compilation still ran inside the few rounds (an
-    H100 read ``fast`` at several times its real time there, and planned a block of 1.4 s).
+    off on a first process, where compilation or autotuning still ran inside the few rounds (an
+    H100's first process timed ``fast``'s two rounds at 1455 and 54 ms, and the block planned
+    from their 755 ms median lasted 1.0 s).
     """
     batch = max(1, math.ceil(plan.poll_s / iteration_s))
     t0 = clock()
