@@ -25,16 +25,8 @@ import torch
 from meddpm.combos import Combo
 from meddpm.config import ModelConfig
 from meddpm.errors import UserError
-from meddpm.measure.energy import (
-    ENERGY_METHOD,
-    BlockEnergy,
-    EnergyEstimate,
-    block_energy,
-    plan_block,
-    update_period_s,
-    update_times,
-)
-from meddpm.measure.energy_block import run_block
+from meddpm.measure.energy import ENERGY_METHOD, BlockEnergy, EnergyEstimate, plan_block
+from meddpm.measure.energy_block import measure_block
 from meddpm.measure.flops import forward_flops, train_step_flops
 from meddpm.measure.heat_soak import SoakPlan, soak
 from meddpm.measure.nvml import Gpu, GpuState, open_gpu
@@ -399,7 +391,8 @@ class Campaign:
             r.stop_reason = reason
 
     def _energy(self, notify: Callable[[Progress], None]) -> None:
-        """One block of back-to-back iterations per combo, planned from the counter's period and the median time."""
+        """Per combo, a soak to its temperature, then one block of back-to-back iterations planned from the
+        counter's period and the soak's time per iteration."""
         gpu, s = self._gpu, self.settings
         if gpu is None:
             return
@@ -416,11 +409,7 @@ class Campaign:
                 step, result.stats.median / 1e3, gpu.temperature_c, lambda: synchronize(self.device), s.energy_soak
             )
             plan = plan_block(period, settled.iteration_s, s.energy_error, s.energy_windows)
-            run = run_block(step, self.device, PowerSampler(gpu), plan)
-            # The period seen under load, where the sampler saw enough updates; the idle one otherwise.
-            seen = update_period_s(update_times(run.readings)) or period
-            iterations = [plan.window_iterations] * plan.windows
-            block = block_energy(run.readings, run.edges_s, iterations, run.gpu_s, seen)
+            block = measure_block(step, self.device, PowerSampler(gpu), plan, period)
             result.energy_blocks.append(replace(block, soak=settled))
 
     def _time_one(self, name: str, step: TrainStep) -> None:

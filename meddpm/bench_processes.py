@@ -24,9 +24,7 @@ import torch
 from meddpm.bench import CampaignSettings, Progress
 from meddpm.config import ModelConfig
 from meddpm.errors import UserError
-from meddpm.measure.compare import (
-    between_process_spread,
-)
+from meddpm.measure.compare import between_process_spread
 from meddpm.measure.processes import AB_PROCESSES, ProcessCampaign, Source
 from meddpm.measure.revision import checkout_root, resolve_revision, sources
 from meddpm.suite.baseline import Tolerances

@@ -16,7 +16,7 @@ from typing import Protocol
 
 import torch
 
-from meddpm.measure.energy import BlockPlan, Reading
+from meddpm.measure.energy import BlockEnergy, BlockPlan, Reading, block_energy, update_period_s, update_times
 from meddpm.measure.timing import synchronize
 
 
@@ -55,6 +55,24 @@ def run_block(
     finally:
         readings = sampler.stop()
     return BlockRun(edges, gpu_s, readings)
+
+
+def measure_block(
+    step: Callable[[], object],
+    device: torch.device,
+    sampler: Sampler,
+    plan: BlockPlan,
+    period_s: float,
+    lead: Callable[[], object] | None = None,
+) -> BlockEnergy:
+    """Run ``plan`` and read each window's energy (see :func:`run_block` for ``lead``).
+
+    The counter period the bound is taken with is the one seen under load where the sampler saw
+    enough updates, else ``period_s`` (the idle one).
+    """
+    run = run_block(step, device, sampler, plan, lead)
+    seen = update_period_s(update_times(run.readings)) or period_s
+    return block_energy(run.readings, run.edges_s, [plan.window_iterations] * plan.windows, run.gpu_s, seen)
 
 
 def _on_gpu(

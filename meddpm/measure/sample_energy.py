@@ -14,16 +14,8 @@ import torch
 
 from meddpm.combos import Combo
 from meddpm.config import ModelConfig
-from meddpm.measure.energy import (
-    LEAD_PERIODS,
-    BlockEnergy,
-    BlockPlan,
-    block_energy,
-    plan_block,
-    update_period_s,
-    update_times,
-)
-from meddpm.measure.energy_block import run_block
+from meddpm.measure.energy import LEAD_PERIODS, BlockEnergy, BlockPlan, plan_block
+from meddpm.measure.energy_block import measure_block
 from meddpm.measure.nvml import open_gpu
 from meddpm.measure.power_sampler import PowerSampler, poll_period
 from meddpm.measure.timing import time_once
@@ -48,7 +40,5 @@ def sample_with_energy(
     samples = plan_block(period, step_s * config.timesteps, error_target, windows=1).window_iterations
     lead_steps = max(1, math.ceil(LEAD_PERIODS * period / step_s))
     plan = BlockPlan(lead=1, window_iterations=samples, windows=1)
-    run = run_block(sampler, device, PowerSampler(gpu), plan, lead=lambda: sampler(steps=lead_steps))
-    seen = update_period_s(update_times(run.readings)) or period
-    block = block_energy(run.readings, run.edges_s, [samples], run.gpu_s, seen)
-    return SamplingResult(combo.name, config.timesteps, warmup_s, run.gpu_s[0] / samples), block
+    block = measure_block(sampler, device, PowerSampler(gpu), plan, period, lead=lambda: sampler(steps=lead_steps))
+    return SamplingResult(combo.name, config.timesteps, warmup_s, block.windows[0].gpu_s / samples), block
