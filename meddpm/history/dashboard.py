@@ -87,16 +87,16 @@ def _index(frame: pd.DataFrame, steps: Sequence[Step], archs: Sequence[str], dat
         open_count = sum(1 for s in steps if s.arch == arch and s.open)
         latest = runs.iloc[-1]
         rows.append(
-            f'<tr><td><a href="{_slug(arch)}.html">{html.escape(arch)}</a></td><td>{len(runs)}</td>'
-            f"<td>{latest['started_at']:%Y-%m-%d %H:%M}</td><td>{html.escape(str(latest['commit'])[:12])}</td>"
-            f"<td{' class=open' if open_count else ''}>{open_count}</td></tr>"
+            [
+                f'<a href="{_slug(arch)}.html">{html.escape(arch)}</a>',
+                len(runs),
+                f"{latest['started_at']:%Y-%m-%d %H:%M}",
+                html.escape(str(latest["commit"])[:12]),
+                f'<span class="open">{open_count}</span>' if open_count else open_count,
+            ]
         )
-    table = (
-        "<table><tr><th>architecture</th><th>runs</th><th>latest run</th><th>latest commit</th>"
-        f"<th>open regressions</th></tr>{''.join(rows)}</table>"
-        if rows
-        else '<p class="none">No runs in the history yet.</p>'
-    )
+    headers = ["architecture", "runs", "latest run", "latest commit", "open regressions"]
+    table = _table(headers, rows, "No runs in the history yet.")
     body = (
         "<h1>Med-DDPM performance history</h1>"
         f"<p>From {html.escape(database)}, {stamp}.</p>{table}"
@@ -106,20 +106,24 @@ def _index(frame: pd.DataFrame, steps: Sequence[Step], archs: Sequence[str], dat
 
 
 def _steps_table(steps: Sequence[Step]) -> str:
-    if not steps:
-        return '<p class="none">None.</p>'
-    rows = "".join(
-        f"<tr><td>{html.escape(s.arch)}</td><td>{html.escape(s.case)}</td><td>{s.metric}</td>"
-        f"<td>{s.change:+.1%}</td><td>{_levels(s)}</td><td>{s.p_value:.2g}</td>"
-        f"<td><code>{html.escape(s.commit[:12])}</code></td><td>{s.started_at:%Y-%m-%d %H:%M}</td>"
-        f"<td>{s.runs_since}</td><td>{html.escape(', '.join(s.environment)) or '-'}</td></tr>"
+    headers = ["arch", "case", "metric", "change", "before &rarr; after", "p", "first commit after", "run"]
+    headers += ["runs since", "environment change there"]
+    rows = [
+        [
+            html.escape(s.arch),
+            html.escape(s.case),
+            s.metric,
+            f"{s.change:+.1%}",
+            _levels(s),
+            f"{s.p_value:.2g}",
+            f"<code>{html.escape(s.commit[:12])}</code>",
+            f"{s.started_at:%Y-%m-%d %H:%M}",
+            s.runs_since,
+            html.escape(", ".join(s.environment)) or "-",
+        ]
         for s in steps
-    )
-    return (
-        "<table><tr><th>arch</th><th>case</th><th>metric</th><th>change</th><th>before &rarr; after</th>"
-        "<th>p</th><th>first commit after</th><th>run</th><th>runs since</th><th>environment change there</th></tr>"
-        f"{rows}</table>"
-    )
+    ]
+    return _table(headers, rows, "None.")
 
 
 def _levels(step: Step) -> str:
@@ -165,14 +169,20 @@ def _arch_page(
 
 
 def _changes_table(changes: Sequence[EnvironmentChange]) -> str:
-    if not changes:
-        return '<p class="none">None recorded.</p>'
-    rows = "".join(
-        f"<tr><td>{c.started_at:%Y-%m-%d %H:%M}</td><td><code>{html.escape(c.commit[:12])}</code></td>"
-        f"<td>{html.escape(c.describe())}</td></tr>"
+    rows = [
+        [f"{c.started_at:%Y-%m-%d %H:%M}", f"<code>{html.escape(c.commit[:12])}</code>", html.escape(c.describe())]
         for c in changes
-    )
-    return f"<table><tr><th>run</th><th>commit</th><th>change</th></tr>{rows}</table>"
+    ]
+    return _table(["run", "commit", "change"], rows, "None recorded.")
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[object]], empty: str) -> str:
+    """An HTML table of ``rows`` (cells already escaped) under ``headers``; without rows, ``empty`` as a note."""
+    if not rows:
+        return f'<p class="none">{empty}</p>'
+    head = "".join(f"<th>{h}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
 
 
 def _chart(
