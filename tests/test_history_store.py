@@ -131,13 +131,18 @@ def test_opening_again_keeps_the_data(target):
         assert len(store.runs()) == 3 and len(store.runs()[0].cases) == 6
 
 
+def execute_sqlite(path: Path, sql: str) -> None:
+    """Run one statement on the SQLite file at ``path``, outside the store."""
+    engine = sqlalchemy.create_engine(f"sqlite:///{path}")
+    with engine.begin() as connection:
+        connection.exec_driver_sql(sql)
+    engine.dispose()
+
+
 def test_a_database_from_a_newer_meddpm_is_refused_in_one_line(tmp_path):
     path = tmp_path / "history.sqlite"
     HistoryStore.open(str(path)).close()
-    engine = sqlalchemy.create_engine(f"sqlite:///{path}")
-    with engine.begin() as connection:
-        connection.exec_driver_sql("UPDATE alembic_version SET version_num = '9999'")
-    engine.dispose()
+    execute_sqlite(path, "UPDATE alembic_version SET version_num = '9999'")
     with pytest.raises(UserError, match="schema revision 9999, which this meddpm-perf does not know"):
         HistoryStore.open(str(path))
 
@@ -161,10 +166,7 @@ def test_an_unusable_sqlite_path_is_one_line(tmp_path, make, message):
 
 def test_an_sqlite_database_of_something_else_is_refused(tmp_path):
     path = tmp_path / "other.sqlite"
-    engine = sqlalchemy.create_engine(f"sqlite:///{path}")
-    with engine.begin() as connection:
-        connection.exec_driver_sql("CREATE TABLE notes (text TEXT)")
-    engine.dispose()
+    execute_sqlite(path, "CREATE TABLE notes (text TEXT)")
     with pytest.raises(UserError, match="holds tables but no history schema"):
         HistoryStore.open(str(path))
 
