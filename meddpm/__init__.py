@@ -6,12 +6,12 @@ Public API: :class:`ModelConfig` (``ModelConfig.preset(name)``), :func:`build_mo
 and :class:`TrainStep` (one training iteration for a preset, combo, batch and device).
 """
 
-from meddpm.combos import COMBOS, Combo, get_combo
-from meddpm.config import PRESETS, ModelConfig
-from meddpm.diffusion import GaussianDiffusion, build_model
 from meddpm.errors import UserError
-from meddpm.train import EmaSettings, TrainStep
-from meddpm.unet import UNet3D
+from meddpm.model.config import PRESETS, ModelConfig
+from meddpm.model.diffusion import GaussianDiffusion, build_model
+from meddpm.model.unet import UNet3D
+from meddpm.run.combos import COMBOS, Combo, get_combo
+from meddpm.run.train import EmaSettings, TrainStep
 
 __all__ = [
     "COMBOS",

@@ -2,6 +2,6 @@
 
 import sys
 
-from meddpm.cli import main
+from meddpm.bench.cli import main
 
 sys.exit(main())

@@ -7,8 +7,8 @@ runner's NCCL environment applies as it is set.
 import pytest
 import torch
 
-from meddpm.distributed import check_parity, run_ddp, scaling_efficiency
-from meddpm.parity import load_bounds
+from meddpm.measure.parity import load_bounds
+from meddpm.run.distributed import check_parity, run_ddp, scaling_efficiency
 from meddpm.suite.runner import PerfCase, SuiteRun
 
 pytestmark = [pytest.mark.gpu, pytest.mark.multigpu]

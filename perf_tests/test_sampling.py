@@ -9,9 +9,9 @@ import math
 
 import pytest
 
-from meddpm.combos import get_combo
-from meddpm.config import ModelConfig
-from meddpm.sampling import time_sampling
+from meddpm.model.config import ModelConfig
+from meddpm.run.combos import get_combo
+from meddpm.run.sampling import time_sampling
 from meddpm.suite.runner import PerfCase, SuiteRun
 
 SAMPLE_BUDGETS_S = {("paper", "fast", "h200"): 5.0}

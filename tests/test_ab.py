@@ -17,7 +17,7 @@ import meddpm
 PACKAGE = Path(meddpm.__file__).resolve().parent
 SUITE_TESTS = PACKAGE.parent / "perf_tests" / "test_training.py"
 
-# Appended to the copy's meddpm/bench.py: the training steps still run, but each iteration of a
+# Appended to the copy's meddpm/measure/campaign.py: the training steps still run, but each iteration of a
 # combo reads its time in {ms} (100 ms for any other), plus up to 0.2 % that differs between
 # processes (their PIDs), as real processes do.
 CLOCK = """
@@ -38,9 +38,9 @@ def git(repo: Path, *args: str) -> str:
 
 def set_clock(repo: Path, **ms: float) -> None:
     """Each iteration of the combos named reads the time given (the others 100 ms)."""
-    bench = repo / "meddpm" / "bench.py"
-    original = (PACKAGE / "bench.py").read_text()
-    bench.write_text(original + CLOCK.format(ms=ms))
+    campaign = repo / "meddpm" / "measure" / "campaign.py"
+    original = (PACKAGE / "measure" / "campaign.py").read_text()
+    campaign.write_text(original + CLOCK.format(ms=ms))
 
 
 @pytest.fixture
@@ -52,11 +52,11 @@ def repo(tmp_path: Path) -> Path:
     git(root, "init", "-q")
     git(root, "config", "user.email", "ab@test")
     git(root, "config", "user.name", "ab")
-    worker = (root / "meddpm" / "worker.py").read_text()
-    (root / "meddpm" / "worker.py").unlink()
+    worker = (root / "meddpm" / "measure" / "worker.py").read_text()
+    (root / "meddpm" / "measure" / "worker.py").unlink()
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "before process-level measuring")
-    (root / "meddpm" / "worker.py").write_text(worker)
+    (root / "meddpm" / "measure" / "worker.py").write_text(worker)
     set_clock(root)
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "reference: 100 ms")
@@ -95,7 +95,7 @@ def test_a_planted_slowdown_fails_and_a_clean_ab_passes(repo):
     "args, message",
     [
         (("--compare-to=nope",), "--compare-to: unknown revision 'nope'; give a commit, branch or tag that git knows"),
-        (("--compare-to=HEAD~1",), "--compare-to: HEAD~1 (*) predates process-level measuring (it has no meddpm/wo"),
+        (("--compare-to=HEAD~1",), "--compare-to: HEAD~1 (*) predates process-level measuring (it has no meddpm/me"),
         (("--compare-to=HEAD", "--save-baseline"), "--compare-to measures two revisions and saves neither; drop"),
         (("--compare-to= ",), "--compare-to is empty; give a commit, branch or tag"),
         (("--compare-to=HEAD", "--perf-processes=1"), "--perf-processes must be at least 2, got 1"),
@@ -110,7 +110,7 @@ def test_bad_revisions_are_one_line_before_measuring(repo, args, message):
 
 
 def run_bench(repo: Path, *args: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "meddpm.cli", "--combos=baseline,opt1", "--warmup=0", "--iters=2", *args]
+    cmd = [sys.executable, "-m", "meddpm.bench.cli", "--combos=baseline,opt1", "--warmup=0", "--iters=2", *args]
     env = {"PATH": "/usr/bin:/bin", "HOME": str(repo), "PYTHONPATH": str(repo)}
     return subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=600)
 
@@ -134,7 +134,7 @@ def test_bench_ab_flags_a_planted_slowdown_and_passes_a_clean_combo(repo):
 def test_bench_refuses_a_revision_that_predates_the_worker(repo):
     result = run_bench(repo, "--compare-to=HEAD~1")
     assert result.returncode == 2, result.stdout + result.stderr
-    message = "meddpm-bench: error: --compare-to: HEAD~1 (*) predates process-level measuring (it has no meddpm/wo*"
+    message = "meddpm-bench: error: --compare-to: HEAD~1 (*) predates process-level measuring (it has no meddpm/me*"
     assert fnmatch.fnmatch(result.stderr.strip(), message), result.stderr
 
 
@@ -153,7 +153,7 @@ def test_bench_refuses_a_revision_that_predates_the_worker(repo):
     ],
 )
 def test_bench_bad_process_options_are_one_line_before_measuring(args, message, capsys, tmp_path):
-    from meddpm.cli import main
+    from meddpm.bench.cli import main
 
     assert main(["--device=cpu", "--combos=baseline", f"--json={tmp_path / 'r.json'}", *args]) == 2
     err = capsys.readouterr().err
@@ -162,9 +162,21 @@ def test_bench_bad_process_options_are_one_line_before_measuring(args, message, 
 
 
 def test_bench_kernel_mix_is_refused_with_processes_before_any_gpu_work():
-    from meddpm.bench_processes import plan
+    from meddpm.bench.processes import plan
     from meddpm.errors import UserError
 
     with pytest.raises(UserError, match="--kernel-mix profiles the models of this process"):
         plan(2, None, kernel_mix=True, sample=False, gpus=0)
     assert plan(None, None, kernel_mix=True, sample=False, gpus=0).active is False
+
+
+def test_a_revision_with_the_worker_at_its_old_place_is_measured_by_that_worker(repo):
+    # Before meddpm/ was grouped into rooms the worker was meddpm/worker.py (python -m meddpm.worker).
+    from meddpm.measure.processes import worker_module
+    from meddpm.measure.revision import resolve_revision
+
+    assert worker_module(repo) == "meddpm.measure.worker"
+    git(repo, "mv", "meddpm/measure/worker.py", "meddpm/worker.py")
+    git(repo, "commit", "-q", "-m", "the flat layout")
+    assert worker_module(repo) == "meddpm.worker"
+    assert resolve_revision("HEAD", repo) == git(repo, "rev-parse", "HEAD")

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from meddpm import COMBOS, ModelConfig, UserError
-from meddpm.bench import CPU_DEFAULT_COMBOS, Campaign, CampaignSettings
+from meddpm.measure.campaign import CPU_DEFAULT_COMBOS, Campaign, CampaignSettings
 from meddpm.measure.host_memory import host_memory_needed
 from meddpm.suite.options import CPU_DEFAULT_COMBOS as SUITE_CPU_DEFAULT_COMBOS
 
@@ -73,7 +73,7 @@ def test_cpu_out_of_memory_is_a_user_error(micro, monkeypatch):
             "you tried to allocate 21474836480 bytes. Error code 12 (Cannot allocate memory)"
         )
 
-    monkeypatch.setattr("meddpm.bench.time_once", out_of_memory)
+    monkeypatch.setattr("meddpm.measure.campaign.time_once", out_of_memory)
     campaign = Campaign(micro, [COMBOS["baseline"]], torch.device("cpu"), settings=CampaignSettings(warmup=1))
     message = "out of CPU (RAM) memory in combo 'baseline' on preset 'micro' at batch size 1; try a smaller"
     with pytest.raises(UserError, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -85,7 +85,7 @@ def test_other_runtime_errors_are_not_taken_for_out_of_memory(micro, monkeypatch
     def broken(*_):
         raise RuntimeError("a bug, not memory")
 
-    monkeypatch.setattr("meddpm.bench.time_once", broken)
+    monkeypatch.setattr("meddpm.measure.campaign.time_once", broken)
     campaign = Campaign(micro, [COMBOS["baseline"]], torch.device("cpu"), settings=CampaignSettings(warmup=1))
     with pytest.raises(RuntimeError, match="a bug, not memory"):
         campaign.run()

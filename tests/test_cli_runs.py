@@ -9,12 +9,12 @@ import tempfile
 import pytest
 import torch
 
-from meddpm.bench import CPU_DEFAULT_COMBOS, ComboResult, Progress
-from meddpm.cli import main
-from meddpm.combos import COMBOS
-from meddpm.distributed import DdpResult
+from meddpm.bench.cli import main
 from meddpm.errors import UserError
-from meddpm.report import ddp_table
+from meddpm.measure.campaign import CPU_DEFAULT_COMBOS, ComboResult, Progress
+from meddpm.report.tables import ddp_table
+from meddpm.run.combos import COMBOS
+from meddpm.run.distributed import DdpResult
 
 
 class FakeCampaign:
@@ -69,9 +69,9 @@ def campaigns(monkeypatch):
         made.append(FakeCampaign(*args, **kwargs))
         return made[-1]
 
-    monkeypatch.setattr("meddpm.cli.Campaign", make)
+    monkeypatch.setattr("meddpm.bench.cli.Campaign", make)
     # The RAM estimate traces the model (a second or so); it has tests of its own below.
-    monkeypatch.setattr("meddpm.cli._available_memory", lambda: None, raising=False)
+    monkeypatch.setattr("meddpm.bench.cli._available_memory", lambda: None, raising=False)
     return made
 
 
@@ -82,7 +82,7 @@ def no_campaign(monkeypatch):
     def refuse(*_, **__):
         raise AssertionError("the command started measuring instead of refusing")
 
-    monkeypatch.setattr("meddpm.cli.Campaign", refuse)
+    monkeypatch.setattr("meddpm.bench.cli.Campaign", refuse)
 
 
 def one_error_line(capsys) -> str:
@@ -173,7 +173,7 @@ def test_extras_that_cannot_work_are_refused_before_measuring(
 
 
 def test_more_gpus_than_visible_is_refused_before_measuring(tmp_path, no_campaign, capsys, monkeypatch):
-    monkeypatch.setattr("meddpm.cli.resolve_device", lambda _: torch.device("cuda", 0))
+    monkeypatch.setattr("meddpm.bench.cli.resolve_device", lambda _: torch.device("cuda", 0))
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     assert main(["--device", "cuda", "--gpus", "2", "--json", str(tmp_path / "r.json")]) == 2
     assert one_error_line(capsys) == "--gpus 2 asks for more GPUs than the 1 visible; lower it"
@@ -181,14 +181,14 @@ def test_more_gpus_than_visible_is_refused_before_measuring(tmp_path, no_campaig
 
 def test_a_failing_extra_keeps_what_was_measured_and_errs_in_one_line(tmp_path, campaigns, capsys, monkeypatch):
     rows = [{"combo": "baseline", "seconds": 1.0}]
-    monkeypatch.setattr("meddpm.cli._sampling", lambda *_: rows)
+    monkeypatch.setattr("meddpm.bench.cli._sampling", lambda *_: rows)
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
 
     def failing_ddp(*_, **__):
         # As distributed._torchrun reports a worker without an exception line: its stderr's tail.
         raise UserError("DDP run of baseline on 1 process(es) failed: Traceback (most recent call last):\n  boom\n")
 
-    monkeypatch.setattr("meddpm.cli.run_ddp", failing_ddp)
+    monkeypatch.setattr("meddpm.bench.cli.run_ddp", failing_ddp)
     out = tmp_path / "r.json"
     assert main(["--device", "cpu", "--combos", "baseline", "--sample", "--gpus", "2", "--json", str(out)]) == 2
     captured = capsys.readouterr()
@@ -226,7 +226,7 @@ def test_the_cpu_default_is_three_fixed_rounds(tmp_path, campaigns):
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 def test_iters_with_adaptive_options_is_refused(device, tmp_path, no_campaign, capsys, monkeypatch):
-    monkeypatch.setattr("meddpm.cli.resolve_device", lambda _: torch.device(device, 0))  # no GPU needed
+    monkeypatch.setattr("meddpm.bench.cli.resolve_device", lambda _: torch.device(device, 0))  # no GPU needed
     args = ["--device", device, "--iters", "4", "--rel-iqr", "0.1", "--budget", "9", "--json", str(tmp_path / "r")]
     assert main(args) == 2
     assert one_error_line(capsys) == (
@@ -252,7 +252,7 @@ def test_ddp_table_heads_gloo_ranks_processes_and_nccl_ranks_gpus():
 
 def test_ddp_progress_on_the_cpu_counts_processes(tmp_path, campaigns, capsys, monkeypatch):
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
-    monkeypatch.setattr("meddpm.cli.run_ddp", lambda preset, combo, world, **_: ddp_result(world, "gloo"))
+    monkeypatch.setattr("meddpm.bench.cli.run_ddp", lambda preset, combo, world, **_: ddp_result(world, "gloo"))
     assert main(["--device", "cpu", "--combos", "baseline", "--gpus", "2", "--json", str(tmp_path / "r.json")]) == 0
     captured = capsys.readouterr()
     assert "DDP: baseline on 1 process...\n" in captured.err and "DDP: baseline on 2 processes...\n" in captured.err
@@ -261,7 +261,7 @@ def test_ddp_progress_on_the_cpu_counts_processes(tmp_path, campaigns, capsys, m
 
 # --- 4. a CPU run that cannot fit in RAM -----------------------------------------------------------
 def test_a_cpu_run_too_big_for_the_ram_is_refused_before_building(tmp_path, no_campaign, capsys, monkeypatch):
-    monkeypatch.setattr("meddpm.cli._available_memory", lambda: 4 * 2**30, raising=False)
+    monkeypatch.setattr("meddpm.bench.cli._available_memory", lambda: 4 * 2**30, raising=False)
     assert main(["--preset", "paper", "--device", "cpu", "--json", str(tmp_path / "r.json")]) == 2
     message = one_error_line(capsys)
     assert message.startswith("preset 'paper' at batch size 1 with combos baseline, opt2 needs at least 18.")
@@ -274,8 +274,8 @@ def test_out_of_cpu_memory_while_measuring_is_one_line(tmp_path, capsys, monkeyp
     def out_of_memory(*_):
         raise RuntimeError("DefaultCPUAllocator: not enough memory: you tried to allocate 21474836480 bytes.")
 
-    monkeypatch.setattr("meddpm.bench.TrainStep", out_of_memory)
-    monkeypatch.setattr("meddpm.cli._available_memory", lambda: None, raising=False)
+    monkeypatch.setattr("meddpm.measure.campaign.TrainStep", out_of_memory)
+    monkeypatch.setattr("meddpm.bench.cli._available_memory", lambda: None, raising=False)
     assert main(["--device", "cpu", "--json", str(tmp_path / "r.json")]) == 2
     err = capsys.readouterr().err.strip().splitlines()  # the start lines, then the error alone
     assert err[-1].startswith("meddpm-bench: error: out of CPU (RAM) memory in combo 'baseline' on preset 'tiny'")

@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from meddpm import COMBOS, TrainStep, UserError, get_combo
-from meddpm.combos import backend_flags, snapshot_flags
+from meddpm.run.combos import backend_flags, snapshot_flags
 
 
 def test_the_combos():

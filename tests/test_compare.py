@@ -89,10 +89,10 @@ def test_sources_alternate_abba():
 
 @pytest.mark.parametrize("sources, expected", [(1, ["1", "0", "0"]), (2, ["0"] * 6)])
 def test_energy_blocks_run_in_the_first_process_only_and_never_in_an_ab_run(monkeypatch, tmp_path, sources, expected):
-    from meddpm.bench import CampaignSettings
-    from meddpm.config import ModelConfig
     from meddpm.measure import processes
+    from meddpm.measure.campaign import CampaignSettings
     from meddpm.measure.processes import ENERGY_BLOCKS, WORKER_SCHEMA, ProcessCampaign
+    from meddpm.model.config import ModelConfig
 
     switches = []
 

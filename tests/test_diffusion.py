@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from meddpm import COMBOS, build_model
-from meddpm.diffusion import cosine_beta_schedule
+from meddpm.model.diffusion import cosine_beta_schedule
 
 
 def test_betas_in_range_and_alpha_bar_decreasing():
@@ -71,7 +71,7 @@ def test_predicted_x0_is_clipped(tiny):
 
 
 def test_sampler_runs_reverse_steps_under_a_combo(tiny):
-    from meddpm.sampling import Sampler
+    from meddpm.run.sampling import Sampler
 
     out = Sampler(tiny, COMBOS["opt2"], "cpu")(steps=2)
     assert out.shape == (1, tiny.out_channels, *tiny.volume) and torch.isfinite(out).all()

@@ -5,9 +5,9 @@ import subprocess
 
 import pytest
 
-from meddpm.distributed import DdpResult, check_parity, run_ddp, scaling_efficiency
 from meddpm.errors import UserError
-from meddpm.report import ddp_table
+from meddpm.report.tables import ddp_table
+from meddpm.run.distributed import DdpResult, check_parity, run_ddp, scaling_efficiency
 
 
 def result(world: int, rank_ms: list[list[float]], no_sync: list[list[float]]) -> DdpResult:

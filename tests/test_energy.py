@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from meddpm import COMBOS, UserError
-from meddpm.bench import Campaign, CampaignSettings, ComboResult
+from meddpm.measure.campaign import Campaign, CampaignSettings, ComboResult
 from meddpm.measure.energy import (
     BlockEnergy,
     EnergyEstimate,
@@ -30,10 +30,10 @@ from meddpm.measure.energy import (
 from meddpm.measure.energy_block import run_block
 from meddpm.measure.heat_soak import SoakPlan
 from meddpm.measure.nvml import GpuState
-from meddpm.measure.power_plot import power_chart
 from meddpm.measure.power_sampler import PowerSampler, poll_period
 from meddpm.measure.processes import _merged, result_from_dict
 from meddpm.measure.sample_energy import sample_with_energy
+from meddpm.report.power_plot import power_chart
 
 PERIOD_S = 0.1
 CPU = torch.device("cpu")
@@ -303,7 +303,7 @@ class WallCard:
 def test_a_campaign_measures_energy_in_one_block_per_combo_after_its_rounds(micro, monkeypatch):
     # The whole path on the CPU: counter period, plan, block with the sampler thread, figures. The
     # assertions hold whatever the machine's speed: the bound covers the sampler's gaps.
-    monkeypatch.setattr("meddpm.bench.open_gpu", lambda device: (WallCard(), ""))
+    monkeypatch.setattr("meddpm.measure.campaign.open_gpu", lambda device: (WallCard(), ""))
     soak = SoakPlan(window_s=0.2, max_s=5.0)
     settings = CampaignSettings(
         warmup=1, min_rounds=2, max_rounds=2, energy_error=0.25, energy_windows=2, energy_soak=soak
@@ -322,8 +322,8 @@ def test_a_campaign_measures_energy_in_one_block_per_combo_after_its_rounds(micr
 def test_a_campaign_without_a_moving_counter_says_so(micro, monkeypatch):
     card = WallCard()
     card.energy_mj = lambda: None  # NVML says the counter is not supported
-    monkeypatch.setattr("meddpm.bench.open_gpu", lambda device: (card, ""))
-    monkeypatch.setattr("meddpm.bench.poll_period", lambda read: None)
+    monkeypatch.setattr("meddpm.measure.campaign.open_gpu", lambda device: (card, ""))
+    monkeypatch.setattr("meddpm.measure.campaign.poll_period", lambda read: None)
     settings = CampaignSettings(warmup=1, min_rounds=2, max_rounds=2)
     result = Campaign(micro, [COMBOS["baseline"]], CPU, settings=settings).run()["baseline"]
     assert result.energy is None and "unsupported on this GPU or did not advance" in result.energy_note

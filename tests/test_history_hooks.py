@@ -10,11 +10,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from meddpm.bench import ComboResult
-from meddpm.cli import main as bench_main
+from meddpm.bench.cli import main as bench_main
 from meddpm.errors import UserError
 from meddpm.history.simulation import results_document
 from meddpm.history.store import HistoryStore
+from meddpm.measure.campaign import ComboResult
 from meddpm.suite.plugin import _append_history
 
 SUITE_TESTS = Path(__file__).resolve().parent.parent / "perf_tests" / "test_training.py"
@@ -24,7 +24,7 @@ FAST = [
 ]
 # The suite's training steps run for real, but its clock reads 100 ms (tests/test_suite_plugin.py does the same).
 FAKE_CLOCK = """
-import meddpm.bench
+import meddpm.measure.campaign
 
 pytest_plugins = ["meddpm.suite.plugin"]
 
@@ -36,7 +36,7 @@ def _clock(fn, device, during=None):
     return 100.0
 
 
-meddpm.bench.time_synchronized = _clock
+meddpm.measure.campaign.time_synchronized = _clock
 """
 
 
@@ -83,8 +83,8 @@ class FakeCampaign:
 @pytest.fixture
 def bench(monkeypatch, tmp_path):
     """Run meddpm-bench on the CPU with a fake campaign; returns the exit code."""
-    monkeypatch.setattr("meddpm.cli.Campaign", FakeCampaign)
-    monkeypatch.setattr("meddpm.cli._available_memory", lambda: None, raising=False)
+    monkeypatch.setattr("meddpm.bench.cli.Campaign", FakeCampaign)
+    monkeypatch.setattr("meddpm.bench.cli._available_memory", lambda: None, raising=False)
 
     def run(*args: str) -> int:
         return bench_main(["--device", "cpu", "--combos", "baseline", "--json", str(tmp_path / "r.json"), *args])
@@ -115,7 +115,7 @@ def test_bench_refuses_a_bad_history_before_measuring(monkeypatch, tmp_path, cap
     def refuse(*_, **__):
         raise AssertionError("the command started measuring instead of refusing")
 
-    monkeypatch.setattr("meddpm.cli.Campaign", refuse)
+    monkeypatch.setattr("meddpm.bench.cli.Campaign", refuse)
     assert bench_main(["--device", "cpu", "--json", str(tmp_path / "r.json"), "--history", "nosuchdb://h/d"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no database driver for nosuchdb://h/d" in err[0]

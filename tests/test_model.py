@@ -5,9 +5,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-import meddpm.unet
+import meddpm.model.unet
 from meddpm import COMBOS, TrainStep, build_model
-from meddpm.unet import (
+from meddpm.model.unet import (
     ThinConv3d,
     conv3d_by_taps,
     group_norm_keep_layout,
@@ -137,7 +137,7 @@ def test_layout_preserving_norms_have_the_references_values_and_gradients(
     ours, reference, layout, volume, constants_apart, monkeypatch
 ):
     calls = []
-    monkeypatch.setattr(meddpm.unet, "per_channel_constants", lambda v: calls.append(v) or v.clone())
+    monkeypatch.setattr(meddpm.model.unet, "per_channel_constants", lambda v: calls.append(v) or v.clone())
     x = torch.randn(2, 8, *volume, dtype=torch.float64).contiguous(memory_format=layout) * 3 + 1
     weight, bias = torch.randn(8, dtype=torch.float64), torch.randn(8, dtype=torch.float64)
     grad_out = torch.randn_like(x)

@@ -31,8 +31,8 @@ from meddpm.measure.ncu import (
     unsupported_reason,
 )
 from meddpm.measure.ncu_metrics import GROUPS, METRICS, family_of, ncu_names, select
-from meddpm.plots import kernel_mix_chart
-from meddpm.report import kernel_mix_table, ncu_table
+from meddpm.report.plots import kernel_mix_chart
+from meddpm.report.tables import kernel_mix_table, ncu_table
 
 FIXTURES = Path(__file__).parent / "fixtures" / "ncu"
 CSV = FIXTURES / "h100-tiny-opt1-kernel-replay.csv.gz"

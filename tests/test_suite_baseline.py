@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
-from meddpm.bench import ComboResult
+from meddpm.measure.campaign import ComboResult
 from meddpm.measure.energy import BlockEnergy, EnergyEstimate, WindowEnergy
 from meddpm.suite.baseline import (
     SCHEMA,

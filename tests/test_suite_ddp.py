@@ -1,6 +1,6 @@
 """Data-parallel results in the baseline files: saved per world size, judged like any case."""
 
-from meddpm.distributed import DdpResult
+from meddpm.run.distributed import DdpResult
 from meddpm.suite.baseline import load_baseline
 from meddpm.suite.runner import PerfCase, SuiteRun
 

@@ -35,7 +35,7 @@ def run(suite: pytest.Pytester, *args: str) -> pytest.RunResult:
 FAKE_CLOCK = """
 import itertools
 
-import meddpm.bench
+import meddpm.measure.campaign
 
 pytest_plugins = ["meddpm.suite.plugin"]
 _jitter = itertools.cycle([-0.2, 0.0, 0.1, -0.1, 0.2])
@@ -48,7 +48,7 @@ def _clock(fn, device, during=None):
     return {ms} + next(_jitter)
 
 
-meddpm.bench.time_synchronized = _clock
+meddpm.measure.campaign.time_synchronized = _clock
 """
 
 

@@ -7,8 +7,8 @@ import functools
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from meddpm.config import ModelConfig
-from meddpm.diffusion import build_model
+from meddpm.model.config import ModelConfig
+from meddpm.model.diffusion import build_model
 
 
 @functools.cache

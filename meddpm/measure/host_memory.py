@@ -13,9 +13,9 @@ import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from meddpm.combos import Combo
-from meddpm.config import ModelConfig
-from meddpm.diffusion import build_model
+from meddpm.model.config import ModelConfig
+from meddpm.model.diffusion import build_model
+from meddpm.run.combos import Combo
 
 
 def host_memory_needed(config: ModelConfig, combos: Sequence[Combo], batch_size: int, *, ddp_processes: int = 0) -> int:

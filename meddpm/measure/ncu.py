@@ -35,11 +35,11 @@ from typing import Any, Literal
 
 import pandas as pd
 
-from meddpm.combos import get_combo
 from meddpm.errors import UserError
 from meddpm.measure.kernel_mix import categorize, category_shares
 from meddpm.measure.ncu_metrics import DEFAULT_GROUPS, METRIC_BY_KEY, Family, Metric, ncu_names, select
 from meddpm.measure.profiled_step import RANGE
+from meddpm.run.combos import get_combo
 
 Replay = Literal["range", "app-range", "kernel"]
 REPLAYS = ("range", "app-range", "kernel")

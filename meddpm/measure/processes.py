@@ -1,7 +1,7 @@
 """Measuring in several processes: the campaign of ``--perf-processes`` / ``--processes`` and of A/B runs.
 
-Each process (``python -m meddpm.worker``) measures every combo interleaved, as an in-process
-:class:`~meddpm.bench.Campaign` does; the processes run one after another on the same device.
+Each process (``python -m meddpm.measure.worker``) measures every combo interleaved, as an in-process
+:class:`~meddpm.measure.campaign.Campaign` does; the processes run one after another on the same device.
 With two sources (the working tree and a git revision) they alternate A B B A A B ..., so drift
 of the card over the run falls on both alike. A :class:`ProcessCampaign` offers the interface
 the suite and the bench read from a campaign (``results``, ``ratio``, ``close``), plus the
@@ -23,14 +23,17 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from meddpm.bench import CampaignSettings, ComboResult, Progress
-from meddpm.config import ModelConfig
 from meddpm.errors import UserError
+from meddpm.measure.campaign import CampaignSettings, ComboResult, Progress
 from meddpm.measure.energy import BlockEnergy
 from meddpm.measure.nvml import GpuState
 from meddpm.measure.stats import Stats
+from meddpm.model.config import ModelConfig
 
 WORKER_SCHEMA = "meddpm-worker/1"
+# Where a source's worker is: a revision from before meddpm/ was grouped into model/, run/, measure/,
+# bench/ and report/ has it at meddpm/worker.py. Same arguments and JSON in both places.
+WORKER_MODULES = ("meddpm.measure.worker", "meddpm.worker")
 ENERGY_BLOCKS = "MEDDPM_ENERGY_BLOCKS"  # the worker's switch for its energy blocks
 # Processes a side in an A/B run unless told otherwise: with the measured 0.3 % between-process
 # spread, five a side find 95 % of 1 % slowdowns (docs/statistics.md).
@@ -137,7 +140,7 @@ class ProcessCampaign:
             cmd = [
                 sys.executable,
                 "-m",
-                "meddpm.worker",
+                worker_module(source.root),
                 *("--preset", self.config.name, "--combos", ",".join(self.combos), "--device", str(self.device)),
                 *("--batch-size", str(self.batch_size), "--warmup", str(s.warmup)),
                 *("--min-rounds", str(s.min_rounds), "--max-rounds", str(s.max_rounds)),
@@ -159,6 +162,16 @@ class ProcessCampaign:
             # An installed copy of meddpm shadowed the checkout: the A/B would compare a tree with itself.
             raise UserError(f"the worker for {source.label} imported meddpm from {package}, not from {source.root}")
         return [result_from_dict(r) for r in document["results"]]
+
+
+def worker_module(root: Path) -> str:
+    """The worker module of the code under ``root``: where its revision keeps it."""
+    return next((m for m in WORKER_MODULES if (root / worker_file(m)).is_file()), WORKER_MODULES[0])
+
+
+def worker_file(module: str) -> str:
+    """``meddpm.measure.worker`` -> ``meddpm/measure/worker.py``."""
+    return module.replace(".", "/") + ".py"
 
 
 def _merged(runs: list[ComboResult]) -> ComboResult:

@@ -16,10 +16,10 @@ from collections.abc import Sequence
 
 import torch
 
-from meddpm.combos import get_combo
-from meddpm.config import ModelConfig
 from meddpm.errors import UserError
-from meddpm.train import TrainStep
+from meddpm.model.config import ModelConfig
+from meddpm.run.combos import get_combo
+from meddpm.run.train import TrainStep
 
 RANGE = "meddpm_step"
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import meddpm
 from meddpm.errors import UserError
 from meddpm.measure.environment import git_output
-from meddpm.measure.processes import Source
+from meddpm.measure.processes import WORKER_MODULES, Source, worker_file
 
-# The first file every measurable revision has: the worker whose JSON the A/B protocol reads.
-WORKER_FILE = "meddpm/worker.py"
+# What every measurable revision has: the worker whose JSON the A/B protocol reads, in one of its places.
+WORKER_FILES = tuple(worker_file(m) for m in WORKER_MODULES)
 
 
 def package_root() -> Path:
@@ -49,10 +49,10 @@ def resolve_revision(rev: str, root: Path) -> str:
     sha = _git(["rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], root)
     if sha is None:
         raise UserError(f"--compare-to: unknown revision {rev!r}; give a commit, branch or tag that git knows")
-    if _git(["cat-file", "-e", f"{sha}:{WORKER_FILE}"], root) is None:
+    if all(_git(["cat-file", "-e", f"{sha}:{path}"], root) is None for path in WORKER_FILES):
         raise UserError(
-            f"--compare-to: {rev} ({sha[:9]}) predates process-level measuring (it has no {WORKER_FILE}); "
-            "compare against a later revision"
+            f"--compare-to: {rev} ({sha[:9]}) predates process-level measuring "
+            f"(it has no {' or '.join(WORKER_FILES)}); compare against a later revision"
         )
     return sha
 

@@ -3,7 +3,7 @@
 One window of back-to-back full samples, enough of them that a step of the energy counter is
 under 1 % of the window's energy (one, for every combo slower than ``fast``), between leads of a
 few reverse steps so the card runs steadily across both edges. Without an energy counter (the
-CPU) it times one sample, as :func:`meddpm.sampling.time_sampling` does.
+CPU) it times one sample, as :func:`meddpm.run.sampling.time_sampling` does.
 """
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ import math
 
 import torch
 
-from meddpm.combos import Combo
-from meddpm.config import ModelConfig
 from meddpm.measure.energy import LEAD_PERIODS, BlockEnergy, BlockPlan, plan_block
 from meddpm.measure.energy_block import measure_block
 from meddpm.measure.nvml import open_gpu
 from meddpm.measure.power_sampler import PowerSampler, poll_period
 from meddpm.measure.timing import time_once
-from meddpm.sampling import Sampler, SamplingResult
+from meddpm.model.config import ModelConfig
+from meddpm.run.combos import Combo
+from meddpm.run.sampling import Sampler, SamplingResult
 
 
 def sample_with_energy(

@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from meddpm.bench import CPU_DEFAULT_COMBOS, CampaignSettings
-from meddpm.combos import COMBOS, get_combo
-from meddpm.config import ModelConfig
 from meddpm.errors import UserError
 from meddpm.history.append import history_target
 from meddpm.history.store import ENV_VAR as HISTORY_ENV_VAR
+from meddpm.measure.campaign import CPU_DEFAULT_COMBOS, CampaignSettings
 from meddpm.measure.ncu import CLOCK_CONTROLS, NcuSettings
 from meddpm.measure.ncu_metrics import DEFAULT_GROUPS, GROUPS
 from meddpm.measure.processes import AB_PROCESSES
+from meddpm.model.config import ModelConfig
+from meddpm.run.combos import COMBOS, get_combo
 from meddpm.suite.arch import validate_arch
 
 

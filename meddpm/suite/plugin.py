@@ -19,7 +19,7 @@ import torch
 from meddpm.errors import UserError
 from meddpm.history.append import append_results
 from meddpm.measure.revision import checkout_root, resolve_revision
-from meddpm.report import ddp_table
+from meddpm.report.tables import ddp_table
 from meddpm.suite.arch import KNOWN_ARCHS, detect_arch
 from meddpm.suite.options import add_options, parse_options
 from meddpm.suite.runner import CPU, PerfCase, RatioCase, SuiteRun

@@ -19,23 +19,23 @@ import pytest
 import torch
 
 from meddpm.atomic import write_json_atomic, write_text_atomic
-from meddpm.bench import Campaign, ComboResult, Progress
-from meddpm.combos import get_combo
-from meddpm.config import ModelConfig
-from meddpm.distributed import DdpResult
 from meddpm.errors import UserError
+from meddpm.measure.campaign import Campaign, ComboResult, Progress
 from meddpm.measure.compare import between_process_spread
 from meddpm.measure.energy import ENERGY_METHOD
 from meddpm.measure.environment import environment
 from meddpm.measure.ncu import NcuProfile, profile_combo
 from meddpm.measure.ncu_metrics import METRICS, family_of
-from meddpm.measure.power_plot import power_chart
 from meddpm.measure.processes import ProcessCampaign
 from meddpm.measure.revision import checkout_root, package_root, revision, working_tree
 from meddpm.measure.stats import Stats
 from meddpm.measure.timing import synchronize
-from meddpm.plots import kernel_mix_chart
-from meddpm.report import kernel_mix_table, ncu_table
+from meddpm.model.config import ModelConfig
+from meddpm.report.plots import kernel_mix_chart
+from meddpm.report.power_plot import power_chart
+from meddpm.report.tables import kernel_mix_table, ncu_table
+from meddpm.run.combos import get_combo
+from meddpm.run.distributed import DdpResult
 from meddpm.suite.arch import KNOWN_ARCHS, PEAKS
 from meddpm.suite.baseline import (
     BaselineFile,

@@ -6,7 +6,7 @@ from typing import Any
 
 import pandas as pd
 
-from meddpm.report import kernel_mix_table, ncu_table
+from meddpm.report.tables import kernel_mix_table, ncu_table
 
 GIB = 2**30
 

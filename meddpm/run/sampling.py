@@ -6,11 +6,11 @@ from dataclasses import dataclass
 
 import torch
 
-from meddpm.combos import Combo
-from meddpm.config import ModelConfig
 from meddpm.data.phantom import phantom_batch
-from meddpm.diffusion import GaussianDiffusion, build_model
 from meddpm.measure.timing import time_once
+from meddpm.model.config import ModelConfig
+from meddpm.model.diffusion import GaussianDiffusion, build_model
+from meddpm.run.combos import Combo
 
 
 class Sampler:

@@ -9,11 +9,11 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from meddpm.combos import COMBOS, Combo, get_combo
-from meddpm.config import ModelConfig
 from meddpm.data.phantom import phantom_batch
-from meddpm.diffusion import GaussianDiffusion, build_model
 from meddpm.errors import UserError
+from meddpm.model.config import ModelConfig
+from meddpm.model.diffusion import GaussianDiffusion, build_model
+from meddpm.run.combos import COMBOS, Combo, get_combo
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ class TrainStep:
     loss callable (compiled when the combo says so); ``wrap_denoiser`` wraps the U-Net after it
     is on the device (``DistributedDataParallel`` for data-parallel training). A combo's CUDA
     graphs apply on one GPU only: DDP's gradient hooks run outside the compiled graphs.
-    ``combo`` is a :class:`Combo` or the name of one in :data:`meddpm.combos.COMBOS`;
+    ``combo`` is a :class:`Combo` or the name of one in :data:`meddpm.run.combos.COMBOS`;
     ``batch_size`` and ``grad_accumulate`` must be at least 1 (else :class:`UserError`).
     """
 

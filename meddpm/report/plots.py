@@ -10,7 +10,7 @@ import pandas as pd
 def kernel_mix_chart(shares: pd.DataFrame, path: Path, title: str) -> Path:
     """A stacked bar per combo of GPU time share by kernel category (like the paper's kernel-mix figure).
 
-    ``shares`` has categories as rows and combos as columns (see :func:`meddpm.report.kernel_mix_table`).
+    ``shares`` has categories as rows and combos as columns (see :func:`meddpm.report.tables.kernel_mix_table`).
     """
     import matplotlib
 

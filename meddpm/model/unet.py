@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from meddpm.config import ModelConfig
+from meddpm.model.config import ModelConfig
 
 
 def memory_format_of(x: torch.Tensor) -> torch.memory_format:

@@ -1,7 +1,7 @@
 """Data-parallel training under PyTorch DistributedDataParallel, one process per GPU, via torchrun.
 
 The launcher (:func:`run_ddp`) starts ``torchrun --standalone --nproc_per_node N -m
-meddpm.distributed ...`` as a subprocess with the caller's environment untouched (the
+meddpm.run.distributed ...`` as a subprocess with the caller's environment untouched (the
 runner's NCCL settings apply as they are), and reads back one JSON document that rank 0
 writes after gathering every rank's measurements. Weak scaling: the batch per GPU is fixed.
 
@@ -31,13 +31,13 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from meddpm.combos import get_combo
-from meddpm.config import ModelConfig
 from meddpm.data.phantom import phantom_batch
 from meddpm.errors import UserError
 from meddpm.measure.nvml import open_gpu
 from meddpm.measure.timing import synchronize, time_synchronized
-from meddpm.train import TrainStep
+from meddpm.model.config import ModelConfig
+from meddpm.run.combos import get_combo
+from meddpm.run.train import TrainStep
 
 
 @dataclass
@@ -172,7 +172,7 @@ def _torchrun(world_size: int, worker_args: list[str], what: str, timeout_s: flo
             "--standalone",
             f"--nproc_per_node={world_size}",
             "-m",
-            "meddpm.distributed",
+            "meddpm.run.distributed",
             *worker_args,
             "--out",
             str(out),
@@ -307,7 +307,7 @@ def _rel(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> float:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Worker entry point, run by torchrun (see :func:`run_ddp`)."""
-    p = argparse.ArgumentParser(prog="python -m meddpm.distributed")
+    p = argparse.ArgumentParser(prog="python -m meddpm.run.distributed")
     p.add_argument("mode", choices=["measure", "parity"])
     p.add_argument("--preset", required=True)
     p.add_argument("--combo", default="baseline")

@@ -21,12 +21,12 @@ import numpy as np
 import pandas as pd
 import torch
 
-from meddpm.bench import CampaignSettings, Progress
-from meddpm.config import ModelConfig
 from meddpm.errors import UserError
+from meddpm.measure.campaign import CampaignSettings, Progress
 from meddpm.measure.compare import between_process_spread
 from meddpm.measure.processes import AB_PROCESSES, ProcessCampaign, Source
 from meddpm.measure.revision import checkout_root, resolve_revision, sources
+from meddpm.model.config import ModelConfig
 from meddpm.suite.baseline import Tolerances
 from meddpm.suite.verdict import Verdict, judge_ab
 

@@ -22,8 +22,6 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 import torch
 
-from meddpm.combos import Combo
-from meddpm.config import ModelConfig
 from meddpm.errors import UserError
 from meddpm.measure.energy import ENERGY_METHOD, BlockEnergy, EnergyEstimate, plan_block
 from meddpm.measure.energy_block import measure_block
@@ -33,7 +31,9 @@ from meddpm.measure.nvml import Gpu, GpuState, open_gpu
 from meddpm.measure.power_sampler import PowerSampler, poll_period
 from meddpm.measure.stats import Stats
 from meddpm.measure.timing import synchronize, time_once, time_synchronized
-from meddpm.train import TrainStep
+from meddpm.model.config import ModelConfig
+from meddpm.run.combos import Combo
+from meddpm.run.train import TrainStep
 
 THROTTLE_CLOCK_FRACTION = 0.98
 

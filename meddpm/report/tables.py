@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from meddpm.bench import ComboResult
-from meddpm.distributed import DdpResult, scaling_efficiency
+from meddpm.measure.campaign import ComboResult
+from meddpm.run.distributed import DdpResult, scaling_efficiency
 
 GIB = 2**30
 

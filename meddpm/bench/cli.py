@@ -18,24 +18,24 @@ import torch.distributed
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from meddpm import bench_processes
 from meddpm.atomic import write_json_atomic
-from meddpm.bench import CPU_DEFAULT_COMBOS, Campaign, CampaignSettings, ComboResult
-from meddpm.bench import Progress as CampaignProgress
-from meddpm.combos import COMBOS, get_combo
-from meddpm.config import PRESETS, ModelConfig
-from meddpm.distributed import run_ddp
+from meddpm.bench import processes as bench_processes
 from meddpm.errors import UserError, run_command
 from meddpm.history.append import append_results, history_target
 from meddpm.history.store import DEFAULT_DB as HISTORY_DB
 from meddpm.history.store import ENV_VAR as HISTORY_ENV_VAR
+from meddpm.measure.campaign import CPU_DEFAULT_COMBOS, Campaign, CampaignSettings, ComboResult
+from meddpm.measure.campaign import Progress as CampaignProgress
 from meddpm.measure.environment import environment
 from meddpm.measure.host_memory import host_memory_needed
 from meddpm.measure.kernel_mix import category_shares, profile_kernels
-from meddpm.measure.power_plot import power_chart
 from meddpm.measure.processes import AB_PROCESSES, ProcessCampaign
 from meddpm.measure.sample_energy import sample_with_energy
-from meddpm.report import ddp_table, energy_table, format_table, kernel_mix_table, results_table
+from meddpm.model.config import PRESETS, ModelConfig
+from meddpm.report.power_plot import power_chart
+from meddpm.report.tables import ddp_table, energy_table, format_table, kernel_mix_table, results_table
+from meddpm.run.combos import COMBOS, get_combo
+from meddpm.run.distributed import run_ddp
 
 PROG = "meddpm-bench"
 JSON_SCHEMA = "meddpm-bench/2"

@@ -4,7 +4,7 @@ One *case* is a small model configuration plus a batch, a timestep and a seed. R
 under a *side* (a combo on a device, in float32 or float64) gives the loss, the noise
 prediction, one reverse-diffusion step and every parameter's gradient. A *pair* compares
 two sides by relative norm ||a - b|| / ||b|| per tensor, against bounds that were measured
-(``python -m meddpm.parity calibrate``) and stored in ``perf_tests/parity_bounds.json``.
+(``python -m meddpm.measure.parity calibrate``) and stored in ``perf_tests/parity_bounds.json``.
 """
 
 from __future__ import annotations
@@ -23,14 +23,14 @@ import torch
 import torch.nn.functional as F
 
 from meddpm.atomic import write_json_atomic
-from meddpm.combos import COMBOS
-from meddpm.config import ModelConfig
 from meddpm.data.phantom import phantom_batch
-from meddpm.diffusion import build_model
 from meddpm.errors import UserError
+from meddpm.model.config import ModelConfig
+from meddpm.model.diffusion import build_model
+from meddpm.run.combos import COMBOS
 
 KINDS = ("loss", "prediction", "sample_step", "grads")
-BOUNDS_FILE = Path(__file__).resolve().parent.parent / "perf_tests" / "parity_bounds.json"
+BOUNDS_FILE = Path(__file__).resolve().parents[2] / "perf_tests" / "parity_bounds.json"
 BOUNDS_SCHEMA = "meddpm-parity-bounds/1"
 
 # The space cases are drawn from, shared by the Hypothesis strategy and calibration.
@@ -238,7 +238,7 @@ def load_bounds(path: Path = BOUNDS_FILE) -> dict[str, dict]:
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
-        raise UserError(f"{path}: no parity bounds yet; run python -m meddpm.parity calibrate") from None
+        raise UserError(f"{path}: no parity bounds yet; run python -m meddpm.measure.parity calibrate") from None
     except json.JSONDecodeError as exc:
         raise UserError(f"{path}: not valid JSON ({exc}); restore it from git or recalibrate") from None
     if data.get("schema") != BOUNDS_SCHEMA:
@@ -277,8 +277,8 @@ def calibrate(device: str, examples: int, seed: int, progress: Callable[[str], N
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m meddpm.parity calibrate``: measure errors and merge bounds into the file."""
-    p = argparse.ArgumentParser(prog="python -m meddpm.parity")
+    """``python -m meddpm.measure.parity calibrate``: measure errors and merge bounds into the file."""
+    p = argparse.ArgumentParser(prog="python -m meddpm.measure.parity")
     p.add_argument("command", choices=["calibrate"])
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--examples", type=int, default=50)
@@ -291,7 +291,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         pairs = load_bounds(args.out) if args.out.exists() else {}
         pairs.update(calibrate(args.device, args.examples, args.seed, lambda m: print(m, file=sys.stderr)))
     except UserError as exc:
-        print(f"meddpm.parity: error: {exc}", file=sys.stderr)
+        print(f"meddpm.measure.parity: error: {exc}", file=sys.stderr)
         return 2
     write_json_atomic(args.out, {"schema": BOUNDS_SCHEMA, "pairs": dict(sorted(pairs.items()))})
     for key, entry in sorted(pairs.items()):
