@@ -9,7 +9,8 @@ import torch
 
 from meddpm.measure.parity import load_bounds
 from meddpm.run.distributed import check_parity, run_ddp, scaling_efficiency
-from meddpm.suite.runner import PerfCase, SuiteRun
+from meddpm.suite.cases import PerfCase
+from meddpm.suite.session import SuiteRun
 
 pytestmark = [pytest.mark.gpu, pytest.mark.multigpu]
 

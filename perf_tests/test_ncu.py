@@ -11,7 +11,8 @@ import math
 import pytest
 
 from meddpm.measure.ncu import NcuUnavailable
-from meddpm.suite.runner import PerfCase, RatioCase, SuiteRun
+from meddpm.suite.cases import PerfCase, RatioCase
+from meddpm.suite.session import SuiteRun
 
 pytestmark = [pytest.mark.gpu, pytest.mark.ncu]
 

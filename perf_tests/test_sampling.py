@@ -12,7 +12,8 @@ import pytest
 from meddpm.model.config import ModelConfig
 from meddpm.run.combos import get_combo
 from meddpm.run.sampling import time_sampling
-from meddpm.suite.runner import PerfCase, SuiteRun
+from meddpm.suite.cases import PerfCase
+from meddpm.suite.session import SuiteRun
 
 SAMPLE_BUDGETS_S = {("paper", "fast", "h200"): 5.0}
 

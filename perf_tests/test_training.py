@@ -12,7 +12,8 @@ import math
 
 import pytest
 
-from meddpm.suite.runner import PerfCase, RatioCase, SuiteRun
+from meddpm.suite.cases import PerfCase, RatioCase
+from meddpm.suite.session import SuiteRun
 
 
 def test_training_step(perf_case: PerfCase, perf_suite: SuiteRun, request: pytest.FixtureRequest):
@@ -29,13 +30,13 @@ def test_training_step(perf_case: PerfCase, perf_suite: SuiteRun, request: pytes
             pytest.fail("\n".join(failures), pytrace=False)
         return
     if not result.reliable:
-        perf_suite.records[perf_case.id].outcome = "unreliable"
+        perf_suite.record(perf_case).outcome = "unreliable"
         pytest.skip(
             f"UNRELIABLE {perf_case.id}: rel. IQR {result.stats.rel_iqr:.1%} > {result.rel_iqr_target:.0%} "
             f"({result.stop_reason}); quiet the machine or raise --perf-budget / --perf-max-rounds"
         )
     if perf_suite.stored_case(perf_case) is None:
-        perf_suite.records[perf_case.id].outcome = "no baseline"
+        perf_suite.record(perf_case).outcome = "no baseline"
         saving = " (this run saves one)" if perf_suite.options.save_baseline else ": run with --save-baseline"
         pytest.skip(f"no baseline for {perf_case.key} on {perf_case.arch}{saving}")
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import datetime
 import json
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -15,7 +14,7 @@ from meddpm.errors import UserError
 from meddpm.history.simulation import results_document
 from meddpm.history.store import HistoryStore
 from meddpm.measure.campaign import ComboResult
-from meddpm.suite.plugin import _append_history
+from meddpm.suite.records import append_history
 
 SUITE_TESTS = Path(__file__).resolve().parent.parent / "perf_tests" / "test_training.py"
 FAST = [
@@ -177,7 +176,7 @@ def test_a_failing_append_is_one_line_and_results_json_stays(suite_options, tmp_
         raise UserError("history database x: appending failed: disk I/O error")
 
     monkeypatch.setattr(HistoryStore, "add", fail)
-    _append_history(SimpleNamespace(options=options, write_line=lines.append))
+    append_history(options, lines.append)
     assert lines == [
         f"meddpm: run not appended to the history ({results} has it): history database x: appending failed: "
         "disk I/O error"

@@ -5,15 +5,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-import meddpm.model.unet
+import meddpm.kernels.normalization
 from meddpm import COMBOS, TrainStep, build_model
-from meddpm.model.unet import (
-    ThinConv3d,
-    conv3d_by_taps,
-    group_norm_keep_layout,
-    group_norm_silu_keep_layout,
-    linear_upsample_2x,
-)
+from meddpm.kernels.convolution import conv3d_by_taps
+from meddpm.kernels.normalization import group_norm_keep_layout, group_norm_silu_keep_layout
+from meddpm.kernels.upsampling import linear_upsample_2x
+from meddpm.model.nn import ThinConv3d
 
 
 def test_forward_backward_on_tiny(tiny):
@@ -137,7 +134,7 @@ def test_layout_preserving_norms_have_the_references_values_and_gradients(
     ours, reference, layout, volume, constants_apart, monkeypatch
 ):
     calls = []
-    monkeypatch.setattr(meddpm.model.unet, "per_channel_constants", lambda v: calls.append(v) or v.clone())
+    monkeypatch.setattr(meddpm.kernels.normalization, "per_channel_constants", lambda v: calls.append(v) or v.clone())
     x = torch.randn(2, 8, *volume, dtype=torch.float64).contiguous(memory_format=layout) * 3 + 1
     weight, bias = torch.randn(8, dtype=torch.float64), torch.randn(8, dtype=torch.float64)
     grad_out = torch.randn_like(x)

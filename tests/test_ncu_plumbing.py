@@ -238,14 +238,14 @@ def test_tables_and_the_kernel_mix_chart(kernels, tmp_path):
 
 def test_a_session_saves_ncu_totals_and_writes_tables_and_chart(kernels, tmp_path, suite_options):
     from meddpm.suite.baseline import load_baseline
-    from meddpm.suite.runner import SuiteRun
+    from meddpm.suite.session import SuiteRun
 
     options = suite_options(save_baseline=True, arch="h100", ncu=NcuSettings())
     run = SuiteRun(options, "h100", lambda line: None)
     totals = aggregate(kernels, select(GROUPS))
     for combo, scale in (("baseline", 1.0), ("opt1", 0.4)):
         scaled = {k: v * scale for k, v in totals.items()}
-        run.ncu_profiles[f"h100-tiny-{combo}-b1"] = NcuProfile(
+        run.measuring.ncu_profiles[f"h100-tiny-{combo}-b1"] = NcuProfile(
             "tiny", combo, 1, "hopper", NcuSettings(), "2025.3.1.0", scaled, kernels
         )
     assert run.save(failed_tests=0) == f"baseline saved: 2 ncu profile(s) to {tmp_path / 'h100.json'}"

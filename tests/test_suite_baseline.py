@@ -26,7 +26,8 @@ from meddpm.suite.baseline import (
     save_baseline,
     update_baseline,
 )
-from meddpm.suite.runner import CaseRecord, PerfCase, SuiteRun
+from meddpm.suite.cases import CaseRecord, PerfCase
+from meddpm.suite.session import SuiteRun
 
 REPO_BASELINES = Path(__file__).resolve().parent.parent / "baselines"
 
@@ -152,11 +153,11 @@ def test_the_suite_merges_into_the_file_as_it_is_when_saving(tmp_path, suite_opt
     path = tmp_path / "cpu.json"
     save_baseline(path, BaselineFile(arch="cpu", cases={"tiny/opt2/b1": replace(case("opt2"), preset="tiny")}))
     run = SuiteRun(suite_options(save_baseline=True), None, lambda line: None)
-    assert list(run.baseline("cpu").cases) == ["tiny/opt2/b1"]
+    assert list(run.judging.baselines.load("cpu").cases) == ["tiny/opt2/b1"]
     other = replace(case("amp_bf16"), preset="tiny")
     save_baseline(path, load_baseline(path, "cpu").with_measurements([other], {}))
     result = ComboResult("tiny", "baseline", 1, (16, 16, 16), "fp32", [10.0, 11.0, 10.5], [], 0.0, 1, 1.0)
-    run.records["cpu-tiny-baseline-b1"] = CaseRecord(PerfCase("cpu", "tiny", "baseline", 1), result)
+    run.measuring.records["cpu-tiny-baseline-b1"] = CaseRecord(PerfCase("cpu", "tiny", "baseline", 1), result)
     assert run.save(failed_tests=0).startswith("baseline saved: 1 case(s)")
     assert set(load_baseline(path, "cpu").cases) == {"tiny/opt2/b1", "tiny/amp_bf16/b1", "tiny/baseline/b1"}
 
@@ -164,7 +165,7 @@ def test_the_suite_merges_into_the_file_as_it_is_when_saving(tmp_path, suite_opt
 def test_an_incomplete_session_is_never_saved_even_when_forced(tmp_path, suite_options):
     run = SuiteRun(suite_options(save_baseline=True, force_save=True), None, lambda line: None)
     result = ComboResult("tiny", "baseline", 1, (16, 16, 16), "fp32", [10.0, 11.0, 10.5], [], 0.0, 1, 1.0)
-    run.records["cpu-tiny-baseline-b1"] = CaseRecord(PerfCase("cpu", "tiny", "baseline", 1), result)
+    run.measuring.records["cpu-tiny-baseline-b1"] = CaseRecord(PerfCase("cpu", "tiny", "baseline", 1), result)
     message = run.save(failed_tests=0, incomplete=["the session was interrupted"])
     assert message.startswith("baseline not saved: the session was interrupted")
     assert not (tmp_path / "cpu.json").exists()
@@ -267,7 +268,7 @@ def test_energy_is_saved_with_its_method_bound_and_replicates(tmp_path, suite_op
     run = SuiteRun(suite_options(save_baseline=True), None, lambda line: None)
     result = ComboResult("tiny", "baseline", 1, (16, 16, 16), "fp32", [10.0, 11.0, 10.5], [], 0.0, 1, 1.0)
     result.energy_blocks.append(energy_block())
-    run.records["cpu-tiny-baseline-b1"] = CaseRecord(PerfCase("cpu", "tiny", "baseline", 1), result)
+    run.measuring.records["cpu-tiny-baseline-b1"] = CaseRecord(PerfCase("cpu", "tiny", "baseline", 1), result)
     assert run.save(failed_tests=0).startswith("baseline saved: 1 case(s)")
     stored = load_baseline(tmp_path / "cpu.json", "cpu").case(CaseKey("tiny", "baseline", 1))
     assert stored.energy_method == "counter-window/1" and stored.energy_samples_j == []

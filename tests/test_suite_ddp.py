@@ -2,7 +2,8 @@
 
 from meddpm.run.distributed import DdpResult
 from meddpm.suite.baseline import load_baseline
-from meddpm.suite.runner import PerfCase, SuiteRun
+from meddpm.suite.cases import PerfCase
+from meddpm.suite.session import SuiteRun
 
 
 def ddp(world: int, ms: float) -> DdpResult:

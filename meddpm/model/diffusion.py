@@ -14,8 +14,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from meddpm.kernels.common import memory_format_of
 from meddpm.model.config import ModelConfig
-from meddpm.model.unet import UNet3D, memory_format_of
+from meddpm.model.unet import UNet3D
 
 
 def cosine_beta_schedule(timesteps: int, s: float = 0.008) -> torch.Tensor:

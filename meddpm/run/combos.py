@@ -43,14 +43,14 @@ class Combo:
     and, through AOTAutograd, backward) under ``torch.compile``; ``sdpa_attention`` computes the
     attention blocks with ``scaled_dot_product_attention`` (the same softmax(q^T k / sqrt(C)) v);
     ``separable_upsample`` builds the trilinear upsampling from per-axis slices and sums (the
-    same function, see :func:`meddpm.model.unet.linear_upsample_2x`); ``layout_preserving_norm``
+    same function, see :func:`meddpm.kernels.upsampling.linear_upsample_2x`); ``layout_preserving_norm``
     computes GroupNorm so that channels-last stays channels-last (the same function, see
-    :func:`meddpm.model.unet.group_norm_keep_layout`); ``fused_norm_silu`` makes that GroupNorm and the
+    :func:`meddpm.kernels.normalization.group_norm_keep_layout`); ``fused_norm_silu`` makes that GroupNorm and the
     SiLU after it one function, differentiated by hand (the same function, see
-    :func:`meddpm.model.unet.group_norm_silu_keep_layout`); ``output_conv_by_taps`` computes the last
+    :func:`meddpm.kernels.normalization.group_norm_silu_keep_layout`); ``output_conv_by_taps`` computes the last
     convolution as a matrix product and a sum of shifted slices (the same function, see
-    :func:`meddpm.model.unet.conv3d_by_taps`); ``conv_bias_apart`` adds each convolution's bias as an
-    elementwise op after it (the same function, see :class:`meddpm.model.unet.Conv3d`); ``fused_adam`` uses
+    :func:`meddpm.kernels.convolution.conv3d_by_taps`); ``conv_bias_apart`` adds each convolution's bias as an
+    elementwise op after it (the same function, see :class:`meddpm.model.nn.Conv3d`); ``fused_adam`` uses
     Adam's fused kernel; ``cuda_graphs`` replays the compiled training step as CUDA graphs
     (Inductor's CUDA graph trees), so the host no longer issues its kernels one by one.
     """

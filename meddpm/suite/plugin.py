@@ -10,19 +10,19 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterator
-from dataclasses import asdict
 
 import pandas as pd
 import pytest
 import torch
 
 from meddpm.errors import UserError
-from meddpm.history.append import append_results
 from meddpm.measure.revision import checkout_root, resolve_revision
 from meddpm.report.tables import ddp_table
 from meddpm.suite.arch import KNOWN_ARCHS, detect_arch
+from meddpm.suite.cases import CPU, PerfCase, RatioCase
 from meddpm.suite.options import add_options, parse_options
-from meddpm.suite.runner import CPU, PerfCase, RatioCase, SuiteRun
+from meddpm.suite.records import append_history, ncu_tables
+from meddpm.suite.session import SuiteRun
 
 SUITE = pytest.StashKey[SuiteRun]()
 
@@ -82,10 +82,10 @@ def _marks(arch: str, preset: str, batch_size: int) -> list[pytest.MarkDecorator
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     suite = metafunc.config.stash[SUITE]
     parametrized = {
-        "perf_case": (suite.cases, ()),
-        "ratio_case": (suite.ratio_cases, ()),
-        "ncu_case": (suite.ncu_cases, (pytest.mark.ncu,)),
-        "ncu_ratio_case": (suite.ratio_cases, (pytest.mark.ncu,)),
+        "perf_case": (suite.plan.cases, ()),
+        "ratio_case": (suite.plan.ratio_cases, ()),
+        "ncu_case": (suite.plan.ncu_cases, (pytest.mark.ncu,)),
+        "ncu_ratio_case": (suite.plan.ratio_cases, (pytest.mark.ncu,)),
     }
     for name, (cases, extra_marks) in parametrized.items():
         if name in metafunc.fixturenames:
@@ -134,7 +134,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     archs = sorted({case.arch for item in will_run if (case := _case_of(item)) is not None})
     try:
         for arch in archs:
-            suite.baseline(arch)
+            suite.judging.baselines.load(arch)
     except UserError as exc:
         raise pytest.UsageError(str(exc)) from None
     progress = SessionProgress({item.nodeid for item in will_run if isinstance(_case_of(item), PerfCase)})
@@ -192,7 +192,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if suite is None:
         return
     try:
-        if suite.options.save_baseline and suite.measured_anything:
+        if suite.options.save_baseline and suite.measuring.anything:
             progress = session.config.stash.get(PROGRESS, None)
             incomplete = progress.incomplete(session, exitstatus) if progress else ["the session did not collect"]
             try:
@@ -207,22 +207,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             suite.write_line(f"meddpm: results not written: {exc}")
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if suite.summary_path is not None and suite.options.history is not None:
-            _append_history(suite)
+            append_history(suite.options, suite.write_line)
     finally:
         suite.close()
-
-
-def _append_history(suite: SuiteRun) -> None:
-    """Append the run just written to the history database.
-
-    A failure is one line and leaves results.json as written; importing that file later adds the run.
-    """
-    results = suite.options.results_dir / "results.json"
-    try:
-        line = append_results(suite.options.history, results, asdict(suite.options), "pytest suite")
-    except (UserError, OSError) as exc:
-        line = f"meddpm: run not appended to the history ({results} has it): {exc}"
-    suite.write_line(line)
 
 
 def _detectable(verdicts: list) -> str:
@@ -233,14 +220,14 @@ def _detectable(verdicts: list) -> str:
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     suite = config.stash.get(SUITE, None)
-    if suite is None or not suite.measured_anything:
+    if suite is None or not suite.measuring.anything:
         return
-    tr = terminalreporter
+    measured, tr = suite.measuring, terminalreporter
     tr.section("meddpm performance")
-    if suite.ddp_results:
+    if measured.ddp_results:
         tr.write_line("data-parallel weak scaling (slowest rank per round):")
-        tr.write_line(ddp_table(suite.ddp_results).to_string(index=False, float_format=lambda v: f"{v:.2f}"))
-    if suite.records:
+        tr.write_line(ddp_table(measured.ddp_results).to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    if measured.records:
         rows = [
             {
                 "case": r.case.id,
@@ -253,18 +240,18 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
                 "detectable": _detectable(r.verdicts),
                 "outcome": r.outcome,
             }
-            for r in suite.records.values()
+            for r in measured.records.values()
         ]
         tr.write_line(pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:.2f}"))
-    if suite.ncu_profiles:
-        table, shares = suite.ncu_tables()
+    if measured.ncu_profiles:
+        table, shares = ncu_tables(measured.ncu_profiles)
         tr.write_line("Nsight Compute, per iteration:")
         tr.write_line(table.to_string(float_format=lambda v: f"{v:.4g}"))
         tr.write_line("kernel mix (share of GPU kernel time):")
         tr.write_line(shares.to_string(float_format=lambda v: f"{v:.1%}"))
-    for arch, verdict, _ in suite.expectation_verdicts:
+    for arch, verdict, _ in suite.judging.expectation_verdicts:
         tr.write_line(f"{arch}: {verdict.message()} -> {verdict.outcome}")
-    for r in suite.records.values():
+    for r in measured.records.values():
         for v in r.verdicts:
             if v.outcome not in ("unchanged", "not measured") or v.comparison is not None:
                 tr.write_line(v.message())

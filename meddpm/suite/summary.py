@@ -68,7 +68,7 @@ def results_with_energy(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def markdown_summary(results: dict[str, Any]) -> str:
-    """A short Markdown report of a results document (see ``SuiteRun.write_results``)."""
+    """A short Markdown report of a results document (see :func:`meddpm.suite.records.write_results`)."""
     env = results["environment"]
     where = env.get("gpu_name") or env.get("cpu")
     lines = [

@@ -1,0 +1,84 @@
+"""Convolutions computed otherwise: the bias added apart, and a thin convolution tap by tap.
+
+Replace ``F.conv3d`` with its bias (:class:`~meddpm.model.nn.Conv3d`, combo flag ``conv_bias_apart``)
+and, for the denoiser's last convolution, ``F.conv3d`` itself (:class:`~meddpm.model.nn.ThinConv3d`,
+combo flag ``output_conv_by_taps``). Why (docs/performance.md, fast v5 and v7a): under
+``torch.compile`` Inductor adds a convolution's bias in a pass of its own and writes the biased output
+out where it is saved for backward (a pass of 124 us over each 128^3 x 64 output so saved; added apart,
+kernel time 55.3 -> 54.1 ms on an H100); and cuDNN runs the 64 -> 1 channel convolution at 128^3 with Ampere-generation
+kernels whose tiles are mostly padding (3.2 ms of them, and 30 copies), where a GEMM to the 27 taps and
+a sum of shifted taps, its gradient written out as a gather, took training from 60.3 to 56.8 ms.
+Checked against ``F.conv3d`` by ``tests/test_model.py``: ``test_convolution_by_taps_is_the_convolution``
+(output and every gradient, 1e-10 in float64, both layouts),
+``test_convolution_by_taps_under_autocast_gives_the_products_dtype`` and
+``test_kernel_variants_compute_the_same_denoiser`` (both switches, the whole denoiser); on a GPU, under
+``torch.compile``, by ``perf_tests/test_parity.py::test_fast_keeps_the_bf16_bounds``.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from meddpm.kernels.common import memory_format_of, norm_dtype, per_channel
+
+
+def add_bias(out: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """``out`` plus a convolution's per-channel ``bias``, cast to ``out``'s dtype as autocast does."""
+    return out + per_channel(bias.to(out.dtype).expand(out.shape[0], -1), out)
+
+
+def conv3d_by_taps(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """A stride-1 3-D convolution with zero padding k // 2, as one matrix product and a sum of shifted taps.
+
+    ``out[o, v] = sum_t taps[o, t, v + offset_t]`` with ``taps[o, t, v] = sum_c w[o, c, t] x[c, v]``.
+    The product is one GEMM over voxels on tensor cores (the channels are a channels-last ``x``'s
+    contiguous dimension); the sum (:class:`_ShiftedTapSum`) and its gradient are elementwise.
+    Zero padding of ``x`` is zero padding of ``taps``, as the product has no bias. The output has
+    ``x``'s layout and the product's dtype.
+    """
+    n, c, *spatial = x.shape
+    out_channels, _, *kernel = weight.shape
+    voxels_last = x.permute(0, 2, 3, 4, 1).reshape(-1, c)
+    taps = voxels_last @ weight.reshape(out_channels, c, -1).permute(1, 0, 2).flatten(1)
+    by_tap = taps.view(n, *spatial, out_channels, *kernel).permute(0, 4, 5, 6, 7, 1, 2, 3)
+    out = _ShiftedTapSum.apply(by_tap)
+    if bias is not None:
+        out = add_bias(out, bias)
+    return out.contiguous(memory_format=memory_format_of(x))
+
+
+class _ShiftedTapSum(torch.autograd.Function):
+    """``out[v] = sum_t taps[t, v + offset_t]`` over a 3-D kernel's taps, zero outside the volume.
+
+    Input ``(n, c, kd, kh, kw, D, H, W)``, output ``(n, c, D, H, W)``, summed in (at least)
+    float32. The gradient is written out as a gather, ``grad_taps[t, v] = grad_out[v - offset_t]``:
+    autograd's own, the sum of 27 zero-padded slices, costs 27 masked loads per value under
+    Inductor (0.72 ms of a 128^3 iteration on an H200, where a gather is a few tens of microseconds).
+    """
+
+    @staticmethod
+    def forward(ctx, by_tap: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        kernel, spatial = by_tap.shape[2:5], by_tap.shape[5:]
+        padded = F.pad(by_tap.to(norm_dtype(by_tap)), _same_padding(kernel))
+        out = sum(
+            padded[:, :, i, j, k, i : i + spatial[0], j : j + spatial[1], k : k + spatial[2]]
+            for i in range(kernel[0])
+            for j in range(kernel[1])
+            for k in range(kernel[2])
+        )
+        ctx.kernel = kernel
+        return out.to(by_tap.dtype)
+
+    @staticmethod
+    def backward(ctx, grad_out: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        # windows[v, m] = padded grad_out[v + m], and tap t = k - 1 - m reads it (k odd).
+        windows = F.pad(grad_out, _same_padding(ctx.kernel))
+        for dim, k in zip((2, 3, 4), ctx.kernel):
+            windows = windows.unfold(dim, k, 1)
+        return windows.flip(-3, -2, -1).permute(0, 1, 5, 6, 7, 2, 3, 4)
+
+
+def _same_padding(kernel: tuple[int, ...]) -> list[int]:
+    """``F.pad``'s argument that pads each of the last ``len(kernel)`` sides by k // 2 at both ends."""
+    return [p for k in reversed(kernel) for p in (k // 2, k // 2)]

@@ -1,0 +1,140 @@
+"""How a session judges what it measured: against the stored baselines, or against a revision.
+
+:class:`StoredBaselines` reads each architecture's baseline file once; :class:`Judging` applies
+the rules of :mod:`meddpm.suite.verdict` to a case's record (time, memory and energy against its
+stored case, or the working tree against ``--compare-to``'s revision), to DDP results, and to the
+stored expectations of ratios, scaling and ncu counters, and keeps the expectation verdicts for the
+summary. It may import :mod:`meddpm.suite.cases`, the baseline files, the verdict rules and the
+rooms below the suite; nothing of the session's measuring, results files or saving.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from meddpm.measure.campaign import Campaign
+from meddpm.measure.ncu_metrics import METRICS
+from meddpm.measure.processes import ProcessCampaign
+from meddpm.run.distributed import DdpResult
+from meddpm.suite.baseline import (
+    BaselineFile,
+    CaseBaseline,
+    CaseKey,
+    Expectation,
+    Tolerances,
+    baseline_path,
+    load_baseline,
+)
+from meddpm.suite.cases import CaseRecord, PerfCase, RatioCase
+from meddpm.suite.verdict import Verdict, judge_ab, judge_case, judge_expectation, judge_samples
+
+
+class StoredBaselines:
+    """The baseline files in one directory, each read on first use and again after it was saved."""
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+        self._files: dict[str, BaselineFile | None] = {}
+
+    def path(self, arch: str) -> Path:
+        """Where ``arch``'s baseline file lives."""
+        return baseline_path(self.directory, arch)
+
+    def load(self, arch: str) -> BaselineFile | None:
+        """The stored baseline of ``arch`` (cached), None if there is none; BaselineError if unusable."""
+        if arch not in self._files:
+            self._files[arch] = load_baseline(self.path(arch), arch)
+        return self._files[arch]
+
+    def forget(self, arch: str) -> None:
+        """Read ``arch``'s file again on next use (it was just saved)."""
+        self._files.pop(arch, None)
+
+    def case(self, case: PerfCase) -> CaseBaseline | None:
+        """The stored measurement of ``case``, or None."""
+        stored = self.load(case.arch)
+        return stored.case(case.key) if stored else None
+
+
+class Judging:
+    """A session's verdicts: each case's against what is stored, and the expectation checks kept for the summary."""
+
+    def __init__(self, baselines: StoredBaselines):
+        self.baselines = baselines
+        self.expectation_verdicts: list[tuple[str, Verdict, str]] = []  # (arch, verdict, the expectation's source)
+
+    def judge(self, record: CaseRecord) -> list[Verdict]:
+        """Time, memory and energy verdicts of the record's case against its stored baseline."""
+        case = record.case
+        stored = self.baselines.case(case)
+        assert stored is not None, "judge() needs a stored case"
+        tol = self.baselines.load(case.arch).tolerances_for(case.key)  # type: ignore[union-attr]
+        r = record.result
+        record.verdicts = judge_case(
+            str(case.key),
+            r.samples_ms,
+            r.peak_allocated_bytes,
+            r.energy,
+            stored,
+            tol,
+            record.process_medians_ms,
+        )
+        return _settle(record)
+
+    def judge_against_revision(self, record: CaseRecord, campaign: Campaign | ProcessCampaign) -> list[Verdict]:
+        """The A/B time verdict of the record's case: the working tree's process medians against the revision's."""
+        case = record.case
+        assert isinstance(campaign, ProcessCampaign) and len(campaign.sources) == 2, "needs --compare-to"
+        tree, rev = campaign.sources
+        candidate, reference = (campaign.process_medians(case.combo, s) for s in (tree, rev))
+        stored = self.baselines.load(case.arch)
+        tol = stored.tolerances_for(case.key) if stored else Tolerances()
+        record.verdicts = [judge_ab(f"{case.key} {tree.label} vs {rev.label}", candidate, reference, tol)]
+        return _settle(record)
+
+    def expectations(self, ratio: RatioCase) -> list[Expectation]:
+        """The stored time expectations for ``ratio``'s combo and reference."""
+        stored = self.baselines.load(ratio.arch)
+        return stored.expectations_for(ratio.preset, "time", ratio.combo, ratio.reference) if stored else []
+
+    def scaling_expectations(self, case: PerfCase, world_size: int) -> list[Expectation]:
+        """Stored scaling-efficiency expectations of ``case``'s combo at ``world_size`` GPUs."""
+        stored = self.baselines.load(case.arch)
+        if stored is None:
+            return []
+        return stored.expectations_for(case.preset, "scaling_efficiency", case.combo, case.combo, world_size)
+
+    def ncu_expectations(self, ratio: RatioCase) -> list[Expectation]:
+        """The stored ``ncu:<metric>`` expectations for ``ratio``'s combo and reference."""
+        stored = self.baselines.load(ratio.arch)
+        if stored is None:
+            return []
+        return [
+            e
+            for m in METRICS
+            for e in stored.expectations_for(ratio.preset, f"ncu:{m.key}", ratio.combo, ratio.reference)
+        ]
+
+    def judge_ddp(self, case: PerfCase, result: DdpResult) -> Verdict | None:
+        """Time verdict of a DDP result (slowest rank per round) against its stored case, if any."""
+        key = CaseKey(case.preset, case.combo, case.batch_size, result.world_size)
+        stored = self.baselines.load(case.arch)
+        stored_case = stored.case(key) if stored else None
+        if stored is None or stored_case is None:
+            return None
+        tol = stored.tolerances_for(key)
+        return judge_samples(str(key), "time", result.slowest_ms, stored_case.samples_ms, tol.time_rel, tol.alpha, "ms")
+
+    def judge_ratio(self, arch: str, expectation: Expectation, measured: float) -> Verdict:
+        """Check a measured ratio against an expectation and remember it for the summary."""
+        verdict = judge_expectation(expectation, measured)
+        self.expectation_verdicts.append((arch, verdict, expectation.source))
+        return verdict
+
+
+def _settle(record: CaseRecord) -> list[Verdict]:
+    """Set the record's outcome from its verdicts; returns them."""
+    failed = any(v.failed for v in record.verdicts)
+    improved = any(v.outcome == "improvement" for v in record.verdicts)
+    record.outcome = "regression" if failed else "improvement" if improved else "ok"
+    return record.verdicts

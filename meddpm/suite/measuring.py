@@ -1,0 +1,217 @@
+"""What a session measures: the single-GPU campaigns, the pytest-benchmark timing, DDP and ncu results.
+
+One interleaved campaign runs per (device, preset, batch size), lazily, the first time a case of
+it asks for its result; in worker processes, and alternating with a revision for an A/B run, where
+the options say so. :class:`Measuring` keeps every case's :class:`~meddpm.suite.cases.CaseRecord`,
+the data-parallel results and the Nsight Compute profiles. It may import
+:mod:`meddpm.suite.cases`, the suite's options and the rooms below the suite; nothing of the
+session's judging, results files or saving.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+
+import pytest
+import torch
+
+from meddpm.errors import UserError
+from meddpm.measure.campaign import Campaign, CampaignSettings, ComboResult, Progress
+from meddpm.measure.ncu import NcuProfile, NcuSettings, profile_combo
+from meddpm.measure.ncu_metrics import family_of
+from meddpm.measure.processes import ProcessCampaign
+from meddpm.measure.revision import checkout_root, package_root, revision, working_tree
+from meddpm.measure.timing import synchronize
+from meddpm.model.config import ModelConfig
+from meddpm.run.combos import get_combo
+from meddpm.run.distributed import DdpResult
+from meddpm.suite.cases import CPU, CaseRecord, PerfCase
+from meddpm.suite.options import SuiteOptions
+
+CampaignKey = tuple[str, str, int]  # ("cuda" or "cpu", preset, batch size)
+
+
+def device_for(on_gpu: bool) -> torch.device:
+    """The current CUDA device, or the CPU."""
+    return torch.device("cuda", torch.cuda.current_device()) if on_gpu else torch.device("cpu")
+
+
+class Measuring:
+    """A session's measurements: campaigns by (device, preset, batch), case records, DDP results, ncu profiles."""
+
+    def __init__(self, options: SuiteOptions, running_arch: str | None, write_line: Callable[[str], None]):
+        self.options = options
+        self.running_arch = running_arch  # None where no GPU is visible
+        self.write_line = write_line
+        self.records: dict[str, CaseRecord] = {}  # by PerfCase.id
+        self.ddp_results: list[DdpResult] = []
+        self.ncu_profiles: dict[str, NcuProfile] = {}  # by PerfCase.id
+        self._ncu_errors: dict[str, UserError] = {}
+        self._campaigns: dict[CampaignKey, Campaign] = {}
+        self._campaign_errors: dict[CampaignKey, UserError] = {}
+
+    @property
+    def anything(self) -> bool:
+        """Whether this session measured a case, a DDP run or an ncu profile: something to report or save."""
+        return bool(self.records or self.ddp_results or self.ncu_profiles)
+
+    # --- single-GPU (or CPU) campaigns ------------------------------------------------
+    def campaign(self, on_gpu: bool, preset: str, batch_size: int) -> Campaign:
+        """The interleaved measurement of every selected combo of ``preset``, run on first use."""
+        key = ("cuda" if on_gpu else CPU, preset, batch_size)
+        if key not in self._campaigns:
+            self._campaigns[key] = self._run_campaign(on_gpu, preset, batch_size, key)
+        if key in self._campaign_errors:
+            # Every case of a failed campaign reports the same one-line error.
+            raise self._campaign_errors[key]
+        return self._campaigns[key]
+
+    def _run_campaign(self, on_gpu: bool, preset: str, batch_size: int, key: CampaignKey) -> Campaign | ProcessCampaign:
+        combos = self.options.combos_for(on_gpu)
+        settings = self.options.campaign_settings(on_gpu)
+        self._announce(on_gpu, preset, batch_size, combos, settings)
+        config, device = ModelConfig.preset(preset), device_for(on_gpu)
+        with contextlib.ExitStack() as checkouts:
+            try:
+                campaign = self._new_campaign(config, combos, device, batch_size, settings, checkouts)
+                results = campaign.run(self._progress)
+            except UserError as exc:
+                self._campaign_errors[key] = exc
+                return campaign
+        self.write_line(f"meddpm: {preset} b{batch_size}: {next(iter(results.values())).stop_reason}")
+        return campaign
+
+    def _announce(
+        self, on_gpu: bool, preset: str, batch_size: int, combos: Sequence[str], settings: CampaignSettings
+    ) -> None:
+        o = self.options
+        processes = f" in {o.processes} processes" + (f" each, alternating with {o.compare_to}" if o.compare_to else "")
+        self.write_line(
+            f"\nmeddpm: measuring {preset} b{batch_size} on {self.running_arch if on_gpu else CPU}{processes}: "
+            f"{', '.join(combos)}; {settings.warmup} warm-up iterations each, then "
+            f"{settings.min_rounds}-{settings.max_rounds} interleaved rounds to "
+            f"{settings.rel_iqr_target:.0%} rel. IQR within {settings.budget_s:.0f} s"
+        )
+
+    def _new_campaign(
+        self,
+        config: ModelConfig,
+        combos: Sequence[str],
+        device: torch.device,
+        batch_size: int,
+        settings: CampaignSettings,
+        checkouts: contextlib.ExitStack,
+    ) -> Campaign | ProcessCampaign:
+        """In this process, or in worker processes of the working tree (and of ``--compare-to``'s revision)."""
+        o = self.options
+        if not o.in_processes:
+            return Campaign(config, [get_combo(c) for c in combos], device, batch_size=batch_size, settings=settings)
+        root = checkout_root() if o.compare_to else package_root()
+        sources = [working_tree(root)]
+        if o.compare_to:
+            sources.append(checkouts.enter_context(revision(o.compare_to, root)))
+        return ProcessCampaign(
+            config, combos, device, batch_size=batch_size, settings=settings, processes=o.processes, sources=sources
+        )
+
+    def _progress(self, p: Progress) -> None:
+        if p.phase == "process":
+            self.write_line(f"  process {p.done}/{p.total} ({p.combo}): {p.detail}")
+        elif p.phase == "warmup" and p.done == 1:
+            self.write_line(f"  warm-up {p.combo}: first iteration (autotuning, compilation) {p.detail}")
+        elif p.phase == "round" and (p.done <= 2 or p.done % 5 == 0):
+            self.write_line(f"  round {p.done} {p.detail}")
+        elif p.phase == "energy":
+            self.write_line(f"  energy {p.combo} ({p.done}/{p.total}): {p.detail}")
+
+    def result(self, case: PerfCase) -> ComboResult:
+        """The measurement of ``case`` (running its campaign if needed), recorded for the summary."""
+        campaign = self.campaign(case.on_gpu, case.preset, case.batch_size)
+        result = campaign.results[case.combo]
+        medians = campaign.process_medians(case.combo) if isinstance(campaign, ProcessCampaign) else []
+        self.records.setdefault(case.id, CaseRecord(case, result, process_medians_ms=medians))
+        return result
+
+    def time_with_benchmark(self, case: PerfCase, request: pytest.FixtureRequest) -> None:
+        """Let pytest-benchmark time a few synchronised iterations itself and store our figures.
+
+        Its own rounds measure host wall time around a synchronised iteration; our CUDA-event
+        samples, statistics, NVML readings and verdicts go into ``extra_info``, so its JSON,
+        comparisons and histograms carry everything. Cases measured in worker processes have no
+        model in this process, and pytest-benchmark records nothing for them.
+        """
+        campaign = self.campaign(case.on_gpu, case.preset, case.batch_size)
+        if not isinstance(campaign, Campaign):
+            return
+        benchmark = request.getfixturevalue("benchmark")
+        step, device = campaign.steps[case.combo], campaign.device
+
+        def synchronised_iteration() -> None:
+            step()
+            synchronize(device)
+
+        benchmark.pedantic(synchronised_iteration, rounds=self.options.benchmark_rounds, iterations=1)
+        benchmark.extra_info.update(self.records[case.id].payload())
+
+    def ratio_table(self, on_gpu: bool) -> dict[str, dict[str, dict[str, float]]]:
+        """Interleaved time ratios combo / baseline per preset and batch, from each campaign."""
+        table: dict[str, dict[str, dict[str, float]]] = {}
+        for (device, preset, batch), campaign in self._campaigns.items():
+            if (device != CPU) != on_gpu or "baseline" not in campaign.results:
+                continue
+            table[f"{preset}/b{batch}"] = {
+                f"{combo}/baseline": {
+                    k: round(v, 4)
+                    for k, v in campaign.ratio(combo, "baseline").as_dict().items()
+                    if k in ("median", "q1", "q3", "min", "max")
+                }
+                for combo in campaign.results
+                if combo != "baseline"
+            }
+        return table
+
+    # --- data-parallel runs and Nsight Compute ----------------------------------------
+    def record_ddp(self, results: list[DdpResult]) -> None:
+        """Keep data-parallel results for the summary, the results file and saving."""
+        self.ddp_results.extend(results)
+
+    def ncu_profile(self, case: PerfCase) -> NcuProfile:
+        """Nsight Compute counters of one iteration of ``case`` (profiled once per session, in a subprocess)."""
+        settings = self.options.ncu
+        if settings is None:
+            raise UserError("Nsight Compute cases are off; run with --ncu")
+        if case.id in self._ncu_errors:
+            raise self._ncu_errors[case.id]
+        if case.id not in self.ncu_profiles:
+            try:
+                self.ncu_profiles[case.id] = self._profile(case, settings)
+            except UserError as exc:
+                self._ncu_errors[case.id] = exc
+                raise
+            profile = self.ncu_profiles[case.id]
+            passes = ", ".join(f"{name} {s:.0f} s" for name, s in profile.wall_s.items())
+            self.write_line(f"meddpm: ncu {case.id}: {len(profile.kernels)} kernel launches; ncu took {passes}")
+        return self.ncu_profiles[case.id]
+
+    def _profile(self, case: PerfCase, settings: NcuSettings) -> NcuProfile:
+        device = device_for(True)
+        props = torch.cuda.get_device_properties(device)
+        self.write_line(
+            f"\nmeddpm: ncu {case.id}: {settings.replay} replay, groups {','.join(settings.groups)}, "
+            f"clock control {settings.clock_control}, {settings.warmup} warm-up iterations..."
+        )
+        return profile_combo(
+            case.preset,
+            case.combo,
+            family=family_of((props.major, props.minor)),
+            out_dir=self.options.results_dir / "ncu",
+            settings=settings,
+            batch_size=case.batch_size,
+            device_index=device.index or 0,
+        )
+
+    def close(self) -> None:
+        """Free every campaign's models and GPU memory."""
+        for campaign in self._campaigns.values():
+            campaign.close()

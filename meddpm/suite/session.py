@@ -1,0 +1,121 @@
+"""One pytest session of the suite: the object the plugin and the perf tests hold.
+
+The plugin (``meddpm.suite.plugin``) keeps one :class:`SuiteRun` per session; tests ask it for
+results and verdicts. It composes the suite's rooms and does no work of its own: the plan
+(:mod:`~meddpm.suite.cases`), what is measured (:mod:`~meddpm.suite.measuring`), how it is judged
+(:mod:`~meddpm.suite.judging`), what is kept (:mod:`~meddpm.suite.records`) and saved
+(:mod:`~meddpm.suite.saving`). It may import all of them; only the plugin imports it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+import torch
+
+from meddpm.measure.campaign import Campaign, ComboResult
+from meddpm.measure.ncu import NcuProfile
+from meddpm.run.distributed import DdpResult
+from meddpm.suite.baseline import CaseBaseline, Expectation
+from meddpm.suite.cases import CaseRecord, PerfCase, Plan, RatioCase
+from meddpm.suite.judging import Judging, StoredBaselines
+from meddpm.suite.measuring import Measuring, device_for
+from meddpm.suite.options import SuiteOptions
+from meddpm.suite.records import write_results
+from meddpm.suite.saving import save
+from meddpm.suite.verdict import Verdict
+
+
+class SuiteRun:
+    """State of one session: its options and plan, what it measured and judged, what it saved and wrote."""
+
+    def __init__(self, options: SuiteOptions, running_arch: str | None, write_line: Callable[[str], None]):
+        self.options = options
+        self.running_arch = running_arch  # None where no GPU is visible
+        self.write_line = write_line
+        self.plan = Plan(options, running_arch)
+        self.measuring = Measuring(options, running_arch, write_line)
+        self.judging = Judging(StoredBaselines(options.baseline_dir))
+        self.save_message = ""
+        self.summary_path: Path | None = None
+
+    # --- measuring: meddpm.suite.measuring ----------------------------------------------
+    def device(self, on_gpu: bool) -> torch.device:
+        """The current CUDA device, or the CPU."""
+        return device_for(on_gpu)
+
+    def campaign(self, on_gpu: bool, preset: str, batch_size: int) -> Campaign:
+        """The interleaved measurement of every selected combo of ``preset``, run on first use."""
+        return self.measuring.campaign(on_gpu, preset, batch_size)
+
+    def result(self, case: PerfCase) -> ComboResult:
+        """The measurement of ``case`` (running its campaign if needed), recorded for the summary."""
+        return self.measuring.result(case)
+
+    def record(self, case: PerfCase) -> CaseRecord:
+        """What this session learnt about ``case`` (measured by :meth:`result`)."""
+        return self.measuring.records[case.id]
+
+    def time_with_benchmark(self, case: PerfCase, request: pytest.FixtureRequest) -> None:
+        """Let pytest-benchmark time a few synchronised iterations of ``case`` and keep our figures."""
+        self.measuring.time_with_benchmark(case, request)
+
+    def record_ddp(self, results: list[DdpResult]) -> None:
+        """Keep data-parallel results for the summary, the results file and saving."""
+        self.measuring.record_ddp(results)
+
+    def ncu_profile(self, case: PerfCase) -> NcuProfile:
+        """Nsight Compute counters of one iteration of ``case`` (profiled once per session)."""
+        return self.measuring.ncu_profile(case)
+
+    # --- judging: meddpm.suite.judging --------------------------------------------------
+    def stored_case(self, case: PerfCase) -> CaseBaseline | None:
+        """The stored measurement of ``case``, or None."""
+        return self.judging.baselines.case(case)
+
+    def judge(self, case: PerfCase) -> list[Verdict]:
+        """Time, memory and energy verdicts of ``case`` against its stored baseline."""
+        return self.judging.judge(self.record(case))
+
+    def judge_against_revision(self, case: PerfCase) -> list[Verdict]:
+        """The A/B time verdict of ``case``: the working tree's process medians against the revision's."""
+        record, campaign = self.record(case), self.campaign(case.on_gpu, case.preset, case.batch_size)
+        return self.judging.judge_against_revision(record, campaign)
+
+    def expectations(self, ratio: RatioCase) -> list[Expectation]:
+        """The stored time expectations for ``ratio``'s combo and reference."""
+        return self.judging.expectations(ratio)
+
+    def scaling_expectations(self, case: PerfCase, world_size: int) -> list[Expectation]:
+        """Stored scaling-efficiency expectations of ``case``'s combo at ``world_size`` GPUs."""
+        return self.judging.scaling_expectations(case, world_size)
+
+    def ncu_expectations(self, ratio: RatioCase) -> list[Expectation]:
+        """The stored ``ncu:<metric>`` expectations for ``ratio``'s combo and reference."""
+        return self.judging.ncu_expectations(ratio)
+
+    def judge_ddp(self, case: PerfCase, result: DdpResult) -> Verdict | None:
+        """Time verdict of a DDP result (slowest rank per round) against its stored case, if any."""
+        return self.judging.judge_ddp(case, result)
+
+    def judge_ratio(self, arch: str, expectation: Expectation, measured: float) -> Verdict:
+        """Check a measured ratio against an expectation and remember it for the summary."""
+        return self.judging.judge_ratio(arch, expectation, measured)
+
+    # --- keeping: meddpm.suite.records and meddpm.suite.saving ---------------------------
+    def save(self, failed_tests: int, incomplete: Sequence[str] = ()) -> str:
+        """Save every measurement as the baseline unless refused (see :func:`meddpm.suite.saving.save`)."""
+        force = self.options.force_save
+        self.save_message = save(self.measuring, self.judging.baselines, failed_tests, incomplete, force)
+        return self.save_message
+
+    def write_results(self) -> Path | None:
+        """Write the run's results JSON and Markdown summary; returns the summary's path."""
+        verdicts = self.judging.expectation_verdicts
+        return write_results(self.measuring, verdicts, self.save_message, self.options.results_dir)
+
+    def close(self) -> None:
+        """Free every campaign's models and GPU memory."""
+        self.measuring.close()
