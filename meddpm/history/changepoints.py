@@ -11,17 +11,22 @@ and metric, on the logarithm of each value:
 3. the run factor's own series carries a step of every case at once (a driver, a library, the code
    under all of them), with the machine-start noise that no normalisation can remove.
 
-Each series is segmented by binary segmentation (``ruptures.Binseg``, L2 cost): a split is kept while
-its standardised difference of means exceeds a threshold, with the noise estimated from the series
-itself, shrunk towards the measured noise where the series is short. Each step is then reported with
-its size, its z and a two-sided p-value from Student's t, and the run (and commit) where it started.
-The thresholds are calibrated by simulation (:mod:`meddpm.history.simulation`, docs/history.md).
+Each series is checked in two ways. The history's steps, both ways: binary segmentation
+(``ruptures.Binseg``, L2 cost) keeps a split while its standardised difference of means exceeds a
+threshold, with the noise estimated from the series itself, shrunk towards the measured noise where the
+series is short (p-values from Student's t). The regression alarm, one way, on the runs since the last
+step: raised when the first few runs from some run on (three for a case, five for the run factor), and
+every run since, stand a one-sided z-test against the level before, with the measured noise as the noise
+unless the series shows more (:func:`find_regression`). Each step is reported with its size, its z and
+p-value, and the run (and commit) where it started. The thresholds are calibrated by simulation
+(:mod:`meddpm.history.simulation`, docs/history.md).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 import math
 from dataclasses import dataclass
 
@@ -37,31 +42,39 @@ ALL_CASES = "all cases"
 
 @dataclass(frozen=True)
 class Rule:
-    """How one metric's series are judged."""
+    """How one metric's series are judged: the noise measured, the smallest step worth reporting, the thresholds."""
 
     min_step: float  # the smallest relative step worth reporting
-    case_sd: float  # prior noise of a case once the run factor is taken out (relative)
-    run_sd: float  # prior noise of the run factor: the spread between machine starts (relative)
+    case_sd: float  # the noisiest case's own noise once the run factor is out (relative)
+    run_sd: float  # the run factor's noise: the spread between machine starts (relative)
+    # Segmentation of the whole history, both ways: the standardised step a split must exceed.
+    case_threshold: float = 5.0
+    run_threshold: float = 5.0
+    # The regression alarm on the newest runs, one way: the z its first runs after the step must reach.
+    case_alarm: float = 2.9
+    run_alarm: float = 3.2
 
 
-# Time: 0.1-1 % between the cases of a run and 1.2 % between machine starts (docs/statistics.md); the
-# midpoint of the former as the prior. Peak memory barely moves between runs. Energy follows the power
-# cap, which moved 2.4 % between two H200 starts. Steps below 1 % (3 % for energy) are within what the
-# suite's own verdicts call noise; TFLOP/s is flops over time, so its steps are the time steps.
+# Time: up to 1 % for a case once the run factor is out, 1.2 % between machine starts (docs/statistics.md).
+# Peak memory barely moves between runs. Energy follows the power cap, which moved 2.4 % between two
+# H200 starts. Steps below 1 % (3 % for energy) are within what the suite's own verdicts call noise;
+# TFLOP/s is flops over time, so its steps are the time steps. The thresholds are calibrated by the
+# simulation (docs/history.md): see there for the trade-off between finding a step soon and false alarms.
 RULES = {
-    "time": Rule(min_step=0.01, case_sd=0.005, run_sd=0.012),
+    "time": Rule(min_step=0.01, case_sd=0.01, run_sd=0.012),
     "memory": Rule(min_step=0.01, case_sd=0.002, run_sd=0.002),
     "energy": Rule(min_step=0.03, case_sd=0.01, run_sd=0.02),
 }
-# Thresholds on the standardised step, from the simulation (docs/history.md): a flat 30-night history
-# of six cases reports nothing in 97 % of histories. Lower ones buy little: a run-factor threshold of
-# 3.0 found 89 % of 3 % steps of every case within 5 nights instead of 87 %, at twice the false alarms.
-CASE_THRESHOLD = 4.0
-RUN_THRESHOLD = 3.5
 MIN_SEGMENT = 2  # runs on each side of a step: one odd night is an outlier, not a step
 PRIOR_WEIGHT = 10  # the prior noise counts as this many runs' worth of evidence
 MIN_CASES_FOR_FACTOR = 3  # a median of fewer cases is not robust to one of them stepping
 OPEN_WINDOW = 14  # a regression fails `check` for this many runs after it started (see docs/history.md)
+# The regression alarm: runs a step must have persisted before it is raised (the goals' delays: a step of
+# one case within 3 nights, of every case within 5) and runs of the level it is measured against.
+CASE_NIGHTS = 3
+RUN_NIGHTS = 5
+MIN_BEFORE = 5
+NOISE_CONFIDENCE = 0.95  # the series raises the floor only by what it shows with this confidence
 
 
 @dataclass(frozen=True)
@@ -110,6 +123,46 @@ def find_steps(x: np.ndarray, prior_sd: float, threshold: float, min_step: float
         p = float(2 * stats.t.sf(abs(z), dof + PRIOR_WEIGHT))
         splits.append(Split(bounds[i], shift, z, p, float(left.mean()), float(right.mean()), latest))
     return splits
+
+
+def find_regression(x: np.ndarray, floor_sd: float, nights: int, threshold: float, min_step: float) -> Split | None:
+    """A rise at the end of ``x`` (log values, flat until the rise): the regression alarm on the newest runs.
+
+    A run qualifies as the start when the ``nights`` runs from it, and every run since, are above the mean
+    of the runs before it (at least ``MIN_BEFORE``) by ``min_step`` and by ``threshold`` standard errors.
+    The noise is ``floor_sd`` (the measured noise: a z-test, not a t with a short series' estimate) unless
+    the runs before show more with ``NOISE_CONFIDENCE``. Of the qualifying runs, the one whose ``nights``
+    stand highest holds the step; it is placed where it fits best within them (the largest z of every run
+    since), with at least ``MIN_SEGMENT`` runs after it.
+    """
+    n = len(x)
+    sums = np.concatenate([[0.0], np.cumsum(x)]).tolist()
+    squares = np.concatenate([[0.0], np.cumsum(np.square(x))]).tolist()
+    since: dict[int, Split] = {}  # per start: the step of every run since it, where that is min_step or more
+    first: dict[int, float] = {}  # per qualifying start: the z of its first nights
+    for s in range(MIN_BEFORE, n - MIN_SEGMENT + 1):
+        level = sums[s] / s
+        sd = max(floor_sd, math.sqrt(max(0.0, squares[s] - s * level * level) / (s - 1)) * _noise_bound(s - 1))
+        shift = (sums[n] - sums[s]) / (n - s) - level
+        if math.expm1(shift) < min_step:
+            continue
+        z = shift / (sd * math.sqrt(1 / (n - s) + 1 / s))
+        since[s] = Split(s, shift, z, float(stats.norm.sf(z)), level, level + shift, level + shift)
+        if s <= n - nights and z >= threshold:
+            window = (sums[s + nights] - sums[s]) / nights - level
+            z_window = window / (sd * math.sqrt(1 / nights + 1 / s))
+            if z_window >= threshold and math.expm1(window) >= min_step:
+                first[s] = z_window
+    if not first:
+        return None
+    held = max(first, key=first.__getitem__)
+    return max((since[j] for j in range(held, held + nights) if j in since), key=lambda split: split.z)
+
+
+@functools.cache
+def _noise_bound(dof: int) -> float:
+    """The factor that turns a noise estimate with ``dof`` into its lower ``NOISE_CONFIDENCE`` bound."""
+    return math.sqrt(dof / stats.chi2.ppf(NOISE_CONFIDENCE, dof))
 
 
 def _placed(bounds: list[int], x: np.ndarray) -> list[int]:
@@ -177,10 +230,19 @@ def matrix_steps(logs: np.ndarray, rule: Rule) -> MatrixSteps:
     factor = _run_factor(logs - np.column_stack([_segment_levels(logs[:, c], case_steps[c]) for c in cases]))
     case_steps = {c: _case_steps(logs[:, c], factor, rule) for c in cases}
     defined = np.flatnonzero(~np.isnan(factor))
-    run_steps = [
-        _at(split, defined) for split in find_steps(factor[defined], rule.run_sd, RUN_THRESHOLD, rule.min_step)
-    ]
-    return MatrixSteps(run_factor=run_steps, cases=case_steps)
+    found = series_steps(factor[defined], rule.run_sd, rule.run_threshold, RUN_NIGHTS, rule.run_alarm, rule.min_step)
+    return MatrixSteps(run_factor=[_at(split, defined) for split in found], cases=case_steps)
+
+
+def series_steps(x: np.ndarray, sd: float, threshold: float, nights: int, alarm: float, min_step: float) -> list[Split]:
+    """The history's steps (:func:`find_steps`), and a regression at its end (:func:`find_regression`) if any."""
+    splits = find_steps(x, sd, threshold, min_step)
+    start = splits[-1].index if splits else 0
+    newest = find_regression(x[start:], sd, nights, alarm, min_step)
+    if newest is None:
+        return splits
+    newest = dataclasses.replace(newest, index=start + newest.index)
+    return [*(dataclasses.replace(s, latest=newest.after) for s in splits), newest]
 
 
 def _run_factor(deviations: np.ndarray) -> np.ndarray:
@@ -196,8 +258,9 @@ def _case_steps(values: np.ndarray, factor: np.ndarray, rule: Rule) -> list[Spli
     present = np.flatnonzero(~np.isnan(values))
     corrected = values - np.nan_to_num(factor)
     # Runs without a factor still carry the machine-start noise.
-    prior = rule.case_sd if not np.isnan(factor[present]).any() else math.hypot(rule.case_sd, rule.run_sd)
-    return [_at(split, present) for split in find_steps(corrected[present], prior, CASE_THRESHOLD, rule.min_step)]
+    sd = rule.case_sd if not np.isnan(factor[present]).any() else math.hypot(rule.case_sd, rule.run_sd)
+    found = series_steps(corrected[present], sd, rule.case_threshold, CASE_NIGHTS, rule.case_alarm, rule.min_step)
+    return [_at(split, present) for split in found]
 
 
 def _segment_levels(values: np.ndarray, splits: list[Split]) -> np.ndarray:
