@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 import meddpm
+from meddpm.errors import UserError
+from meddpm.suite.measuring import Measuring
 
 PACKAGE = Path(meddpm.__file__).resolve().parent
 SUITE_TESTS = PACKAGE.parent / "perf_tests" / "test_training.py"
@@ -180,3 +182,15 @@ def test_a_revision_with_the_worker_at_its_old_place_is_measured_by_that_worker(
     git(repo, "commit", "-q", "-m", "the flat layout")
     assert worker_module(repo) == "meddpm.worker"
     assert resolve_revision("HEAD", repo) == git(repo, "rev-parse", "HEAD")
+
+
+def test_a_revision_that_cannot_be_checked_out_is_one_line_for_every_case(suite_options, monkeypatch):
+    def refused(rev, root):
+        raise UserError(f"--compare-to: git could not check {rev} out into /tmp/checkout")
+
+    monkeypatch.setattr("meddpm.suite.measuring.revision", refused)
+    measuring = Measuring(suite_options(compare_to="HEAD", processes=2), None, lambda line: None)
+    for _ in range(2):  # every case of the campaign reports the same line
+        with pytest.raises(UserError, match="could not check HEAD out"):
+            measuring.campaign(False, "tiny", 1)
+    measuring.close()

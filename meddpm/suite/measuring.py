@@ -60,14 +60,15 @@ class Measuring:
     def campaign(self, on_gpu: bool, preset: str, batch_size: int) -> Campaign:
         """The interleaved measurement of every selected combo of ``preset``, run on first use."""
         key = ("cuda" if on_gpu else CPU, preset, batch_size)
-        if key not in self._campaigns:
-            self._campaigns[key] = self._run_campaign(on_gpu, preset, batch_size, key)
+        if key not in self._campaigns and key not in self._campaign_errors:
+            self._run_campaign(on_gpu, preset, batch_size, key)
         if key in self._campaign_errors:
             # Every case of a failed campaign reports the same one-line error.
             raise self._campaign_errors[key]
         return self._campaigns[key]
 
-    def _run_campaign(self, on_gpu: bool, preset: str, batch_size: int, key: CampaignKey) -> Campaign | ProcessCampaign:
+    def _run_campaign(self, on_gpu: bool, preset: str, batch_size: int, key: CampaignKey) -> None:
+        """Run the campaign of ``key`` into ``_campaigns``, or its one-line error into ``_campaign_errors``."""
         combos = self.options.combos_for(on_gpu)
         settings = self.options.campaign_settings(on_gpu)
         self._announce(on_gpu, preset, batch_size, combos, settings)
@@ -75,12 +76,13 @@ class Measuring:
         with contextlib.ExitStack() as checkouts:
             try:
                 campaign = self._new_campaign(config, combos, device, batch_size, settings, checkouts)
+                # Kept before it runs, so that close() frees what a campaign that fails part-way built.
+                self._campaigns[key] = campaign
                 results = campaign.run(self._progress)
-            except UserError as exc:
+            except UserError as exc:  # a revision that cannot be checked out fails before any campaign exists
                 self._campaign_errors[key] = exc
-                return campaign
+                return
         self.write_line(f"meddpm: {preset} b{batch_size}: {next(iter(results.values())).stop_reason}")
-        return campaign
 
     def _announce(
         self, on_gpu: bool, preset: str, batch_size: int, combos: Sequence[str], settings: CampaignSettings
