@@ -149,7 +149,12 @@ def false_alarms(
 
 
 def nightly_false_alarms(
-    seed: int, histories: int, nights: int = 30, first: int = 10, rule: Rule = RULES["time"]
+    seed: int,
+    histories: int,
+    nights: int = 30,
+    first: int = 10,
+    model: NoiseModel = NoiseModel(),
+    rule: Rule = RULES["time"],
 ) -> np.ndarray:
     """Flat histories checked every night from ``first`` to ``nights``: whether each night's check reports a step.
 
@@ -158,7 +163,7 @@ def nightly_false_alarms(
     rng = np.random.default_rng(seed)
     flagged = np.zeros((histories, nights - first + 1), dtype=bool)
     for i in range(histories):
-        logs = simulate(rng, nights)
+        logs = simulate(rng, nights, model)
         for column, night in enumerate(range(first, nights + 1)):
             result = matrix_steps(logs[:night], rule)
             flagged[i, column] = bool(result.run_factor) or any(result.cases.values())
@@ -185,7 +190,7 @@ def goal_rates(seed: int, histories: int, rule: Rule = RULES["time"], model: Noi
     noisiest = len(model.case_sds) - 1
     (one,) = found_within(detection_delays(seed + noisiest, histories, noisiest, model=model, rule=rule).delays, [3])
     (every,) = found_within(detection_delays(seed + 100, histories, None, model=model, rule=rule).delays, [5])
-    flagged = nightly_false_alarms(seed + 300, histories, rule=rule)
+    flagged = nightly_false_alarms(seed + 300, histories, model=model, rule=rule)
     return GoalRates(one, every, float(np.mean(~flagged.any(axis=1))), float(np.mean(flagged)))
 
 
