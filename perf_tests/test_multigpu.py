@@ -1,4 +1,7 @@
-"""Data-parallel training (DDP over NCCL, started by torchrun): numerics and weak scaling.
+"""Data-parallel training (NCCL, started by torchrun): numerics and weak scaling.
+
+Gradients are averaged by DDP, or by one all-reduce after backward for combos that replay
+CUDA graphs (``fast``); the parity check covers both.
 
 Each case launches ``torchrun --standalone`` subprocesses on this host's GPUs, so the
 runner's NCCL environment applies as it is set.
@@ -22,9 +25,10 @@ def _gpus() -> int:
     return count
 
 
-def test_ddp_step_equals_one_gpu_step_on_the_whole_batch(perf_suite: SuiteRun):
+@pytest.mark.parametrize("gradient_sync", ["ddp", "after_backward"])
+def test_ddp_step_equals_one_gpu_step_on_the_whole_batch(perf_suite: SuiteRun, gradient_sync: str):
     gpus = _gpus()
-    errors = check_parity(perf_suite.options.preset_for(True), gpus)
+    errors = check_parity(perf_suite.options.preset_for(True), gpus, gradient_sync=gradient_sync)
     # Strict FP32 with reductions in another order: the parity suite's FP32 gradient bound applies.
     bound = load_bounds()["cuda:fp32~fp64"]["bounds"]["grads"]
     assert errors["params"] <= bound and errors["updates"] <= bound, f"{errors} vs bound {bound}"

@@ -4,10 +4,12 @@ import math
 import subprocess
 
 import pytest
+import torch
 
 from meddpm.errors import UserError
 from meddpm.report.tables import ddp_table
-from meddpm.run.distributed import DdpResult, check_parity, run_ddp, scaling_efficiency
+from meddpm.run.combos import get_combo
+from meddpm.run.distributed import DdpResult, check_parity, resolve_gradient_sync, run_ddp, scaling_efficiency
 
 
 def result(world: int, rank_ms: list[list[float]], no_sync: list[list[float]]) -> DdpResult:
@@ -40,11 +42,32 @@ def test_torchrun_gloo_two_processes_measure_and_agree(tiny):
     assert math.isfinite(scaling_efficiency(two, one)) and scaling_efficiency(two, one) > 0
     errors = check_parity("tiny", 2, device="cpu")
     assert errors["world_size"] == 2 and errors["params"] < 1e-9 and errors["updates"] < 1e-5
+    assert (one.gradient_sync, two.gradient_sync) == ("ddp", "ddp")  # "auto" on the CPU
+
+
+def test_the_all_reduce_after_backward_trains_as_one_process_on_the_whole_batch(tiny):
+    # The path `fast` takes on GPUs (its CUDA graphs leave no room for DDP's hooks), checked
+    # here with gloo: the same parameters as one process on the concatenated batch, and a measurement.
+    errors = check_parity("tiny", 2, device="cpu", gradient_sync="after_backward")
+    assert errors["world_size"] == 2 and errors["params"] < 1e-9 and errors["updates"] < 1e-5
+    two = run_ddp("tiny", "amp_bf16", 2, device="cpu", warmup=1, rounds=2, gradient_sync="after_backward")
+    assert two.gradient_sync == "after_backward" and len(two.rank_no_sync_ms) == 2
+    assert all(math.isfinite(s) and s > 0 for r in (*two.rank_samples_ms, *two.rank_no_sync_ms) for s in r)
 
 
 def test_bad_names_fail_before_launching():
     with pytest.raises(UserError, match="unknown preset 'nope'"):
         run_ddp("nope", "opt1", 1, device="cpu")
+    with pytest.raises(UserError, match="unknown gradient sync 'allreduce'; choose one of auto, ddp, after_backward"):
+        run_ddp("tiny", "opt1", 1, device="cpu", gradient_sync="allreduce")
+
+
+def test_auto_sync_keeps_cuda_graphs_on_gpus_only():
+    cuda, cpu = torch.device("cuda", 0), torch.device("cpu")
+    assert resolve_gradient_sync("auto", get_combo("fast"), cuda) == "after_backward"
+    assert resolve_gradient_sync("auto", get_combo("fast"), cpu) == "ddp"
+    assert resolve_gradient_sync("auto", get_combo("amp_bf16"), cuda) == "ddp"
+    assert resolve_gradient_sync("ddp", get_combo("fast"), cuda) == "ddp"
 
 
 def test_a_failing_worker_reports_its_exception_in_one_line():

@@ -1,4 +1,4 @@
-"""Data-parallel training under PyTorch DistributedDataParallel, one process per GPU, via torchrun.
+"""Data-parallel training, one process per GPU, via torchrun.
 
 The launcher (:func:`run_ddp`) starts ``torchrun --standalone --nproc_per_node N -m
 meddpm.run.distributed ...`` as a subprocess with the caller's environment untouched (the
@@ -10,6 +10,15 @@ time is the slowest rank's. The same iterations are then timed under ``no_sync()
 skips the gradient all-reduce, so the difference is the communication that backward did not
 hide. Scaling efficiency compares throughput at N with N times throughput at 1, both
 measured by the same call.
+
+Gradients are averaged in one of two ways (``gradient_sync``): ``ddp``, PyTorch's
+DistributedDataParallel, whose hooks all-reduce buckets while backward runs; or
+``after_backward`` (:class:`GradientAllReduce`), one all-reduce of every gradient after
+backward. ``auto`` takes the second for combos that replay their step as CUDA graphs on a GPU:
+DDP's hooks cannot run inside the graphs, and without them ``fast`` issued its kernels one by
+one again. On one H200 through torchrun with one rank (2026-11-24, docs/ddp.md): 57.7 ms an
+iteration under DDP, 52.5 ms with the all-reduce after backward, against 51.7-52.0 ms for the
+plain single-process step on that card.
 """
 
 from __future__ import annotations
@@ -22,13 +31,14 @@ import re
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 import torch.distributed as dist
+from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from meddpm.data.phantom import phantom_batch
@@ -36,8 +46,10 @@ from meddpm.errors import UserError
 from meddpm.measure.nvml import open_gpu
 from meddpm.measure.timing import synchronize, time_synchronized
 from meddpm.model.config import ModelConfig
-from meddpm.run.combos import get_combo
+from meddpm.run.combos import Combo, get_combo
 from meddpm.run.train import TrainStep
+
+GRADIENT_SYNCS = ("auto", "ddp", "after_backward")
 
 
 @dataclass
@@ -54,6 +66,7 @@ class DdpResult:
     peak_allocated_bytes: list[int | None]
     energy_j_per_iter: list[float | None]
     sm_clock_min_mhz: list[int | None]
+    gradient_sync: str = "ddp"  # how the gradients were averaged: "ddp" or "after_backward"
 
     @property
     def slowest_ms(self) -> list[float]:
@@ -116,9 +129,14 @@ def run_ddp(
     warmup: int = 3,
     rounds: int = 10,
     timeout_s: float = 1800.0,
+    gradient_sync: str = "auto",
 ) -> DdpResult:
-    """Measure ``combo`` under DDP on ``world_size`` processes started by torchrun."""
+    """Measure ``combo`` data-parallel on ``world_size`` processes started by torchrun.
+
+    ``gradient_sync`` is one of :data:`GRADIENT_SYNCS` (see the module's docstring).
+    """
     ModelConfig.preset(preset), get_combo(combo)  # unknown names: the one-line error, before any launch
+    _check_gradient_sync(gradient_sync)
     if device == "cuda" and world_size > torch.cuda.device_count():
         raise UserError(f"{world_size} GPUs asked for but {torch.cuda.device_count()} visible; lower --gpus")
     worker_args = [
@@ -135,17 +153,29 @@ def run_ddp(
         str(warmup),
         "--rounds",
         str(rounds),
+        "--gradient-sync",
+        gradient_sync,
     ]
     return DdpResult(**_torchrun(world_size, worker_args, f"DDP run of {combo}", timeout_s, device))
 
 
-def check_parity(preset: str, world_size: int, *, device: str = "cuda", batch_per_rank: int = 1) -> dict[str, float]:
-    """One DDP iteration on ``world_size`` ranks vs one single-process iteration on the whole batch.
+def check_parity(
+    preset: str, world_size: int, *, device: str = "cuda", batch_per_rank: int = 1, gradient_sync: str = "ddp"
+) -> dict[str, float]:
+    """One data-parallel iteration on ``world_size`` ranks vs one single-process iteration on the whole batch.
 
-    Returns the relative errors of the parameters and of their updates (rank 0's view).
+    Strict FP32 (the baseline combo), gradients averaged as ``gradient_sync`` says ("ddp" or
+    "after_backward"). Returns the relative errors of the parameters and of their updates (rank 0's view).
     """
+    _check_gradient_sync(gradient_sync)
     worker_args = ["parity", "--preset", preset, "--device", device, "--batch-per-rank", str(batch_per_rank)]
+    worker_args += ["--gradient-sync", gradient_sync]
     return _torchrun(world_size, worker_args, "DDP parity run", 1800.0, device)
+
+
+def _check_gradient_sync(name: str) -> None:
+    if name not in GRADIENT_SYNCS:
+        raise UserError(f"unknown gradient sync {name!r}; choose one of {', '.join(GRADIENT_SYNCS)}")
 
 
 _EXCEPTION = re.compile(r"^(\[[^\]]*\]:)?\s*[\w.]+(Error|Exception): ")
@@ -202,18 +232,75 @@ def _init(device: str) -> tuple[int, int, torch.device]:
     return rank, world, torch.device("cpu")
 
 
-def _wrap(device: torch.device):
+class GradientAllReduce:
+    """Averages a module's gradients over the ranks after backward, in one all-reduce.
+
+    Backward runs as the combo runs it on one GPU (as CUDA graphs, for ``fast``); then every
+    gradient is packed into one flat buffer, summed over the ranks in one collective, divided by
+    the world size and copied back: the same average as DDP's, with nothing overlapping backward.
+    For the paper preset that is 40 M float32 gradients (161 MB) a step. Like DDP's constructor,
+    this one starts every rank from rank 0's parameters and buffers.
+    """
+
+    def __init__(self, module: nn.Module):
+        self.params = [p for p in module.parameters() if p.requires_grad]
+        self.enabled = True
+        with torch.no_grad():
+            for tensor in [*module.parameters(), *module.buffers()]:
+                dist.broadcast(tensor, src=0)
+
+    def __call__(self) -> None:
+        """All-reduce the gradients (a parameter without one counts as a zero gradient)."""
+        if not self.enabled:
+            return
+        for p in self.params:
+            if p.grad is None:  # every rank must send the same buffer
+                p.grad = torch.zeros_like(p)
+        grads = [p.grad for p in self.params]
+        flat = torch.cat([g.reshape(-1) for g in grads])
+        dist.all_reduce(flat)  # a sum: gloo has no average
+        flat.div_(dist.get_world_size())
+        torch._foreach_copy_(grads, [part.view_as(g) for part, g in zip(flat.split([g.numel() for g in grads]), grads)])
+
+    @contextlib.contextmanager
+    def no_sync(self) -> Iterator[None]:
+        """Skip the all-reduce inside the block, as DDP's ``no_sync`` does."""
+        self.enabled = False
+        try:
+            yield
+        finally:
+            self.enabled = True
+
+
+def resolve_gradient_sync(name: str, combo: Combo, device: torch.device) -> str:
+    """ "ddp" or "after_backward" for ``name``; "auto" picks "after_backward" for CUDA-graphed steps on a GPU."""
+    if name != "auto":
+        return name
+    return "after_backward" if combo.compile and combo.cuda_graphs and device.type == "cuda" else "ddp"
+
+
+def _data_parallel_step(
+    config: ModelConfig, combo: Combo, gradient_sync: str, device: torch.device, batch: int, **step_args
+) -> tuple[TrainStep, Callable[[], contextlib.AbstractContextManager[None]]]:
+    """A training step whose gradients are averaged over the ranks, and its ``no_sync`` context."""
+    if gradient_sync == "after_backward":
+        step = TrainStep(config, combo, batch, device, gradient_sync=GradientAllReduce, **step_args)
+        return step, step.gradient_sync.no_sync  # type: ignore[union-attr]
     ids = [device.index] if device.type == "cuda" else None
-    return lambda module: DistributedDataParallel(module, device_ids=ids)
+    step = TrainStep(
+        config, combo, batch, device, wrap_denoiser=lambda m: DistributedDataParallel(m, device_ids=ids), **step_args
+    )
+    ddp: DistributedDataParallel = step.model.denoiser  # type: ignore[assignment]
+    return step, ddp.no_sync
 
 
 def _measure(args: argparse.Namespace) -> None:
     rank, world, device = _init(args.device)
     config = ModelConfig.preset(args.preset)
     combo = get_combo(args.combo)
+    gradient_sync = resolve_gradient_sync(args.gradient_sync, combo, device)
     # Each rank trains on its own data, as a sharded loader would give it.
-    step = TrainStep(config, combo, args.batch_per_rank, device, seed=rank, wrap_denoiser=_wrap(device))
-    ddp: DistributedDataParallel = step.model.denoiser  # type: ignore[assignment]
+    step, skip_sync = _data_parallel_step(config, combo, gradient_sync, device, args.batch_per_rank, seed=rank)
     gpu, _ = open_gpu(device)
     for _ in range(args.warmup):
         step()
@@ -230,7 +317,7 @@ def _measure(args: argparse.Namespace) -> None:
     energy_end = gpu.energy_mj() if gpu else None
     peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
     no_sync = []
-    with ddp.no_sync():
+    with skip_sync():
         step()  # warm the no-sync path
         for _ in range(args.rounds):
             dist.barrier()
@@ -253,6 +340,7 @@ def _measure(args: argparse.Namespace) -> None:
             peak_allocated_bytes=[g["peak"] for g in gathered],
             energy_j_per_iter=[g["energy"] for g in gathered],
             sm_clock_min_mhz=[g["clock"] for g in gathered],
+            gradient_sync=gradient_sync,
         )
         Path(args.out).write_text(json.dumps(asdict(result)))
     dist.destroy_process_group()
@@ -273,16 +361,13 @@ def _parity(args: argparse.Namespace) -> None:
         with combo.flags():
             loss = step.model.loss(step.images, step.masks, t=t[part].to(device), noise=noise[part].to(device))
             loss.backward()
+            if step.gradient_sync is not None:
+                step.gradient_sync()
             step.optimizer.step()
 
-    ddp_step = TrainStep(
-        config,
-        combo,
-        args.batch_per_rank,
-        device,
-        images=images[shard],
-        masks=masks[shard],
-        wrap_denoiser=_wrap(device),
+    gradient_sync = resolve_gradient_sync(args.gradient_sync, combo, device)
+    ddp_step, _ = _data_parallel_step(
+        config, combo, gradient_sync, device, args.batch_per_rank, images=images[shard], masks=masks[shard]
     )
     before = [p.detach().clone() for p in ddp_step.model.denoiser.parameters()]
     one_step(ddp_step, shard)
@@ -315,6 +400,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--batch-per-rank", type=int, default=1)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--rounds", type=int, default=10)
+    p.add_argument("--gradient-sync", choices=GRADIENT_SYNCS, default="auto")
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
     with contextlib.suppress(KeyboardInterrupt):

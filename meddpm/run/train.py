@@ -58,8 +58,11 @@ class TrainStep:
     ``grad_accumulate`` > 1 an iteration runs that many micro-batches per optimizer step,
     as the original trainer does (it uses 2); the benchmark default is 1. ``loss_fn`` is the
     loss callable (compiled when the combo says so); ``wrap_denoiser`` wraps the U-Net after it
-    is on the device (``DistributedDataParallel`` for data-parallel training). A combo's CUDA
-    graphs apply on one GPU only: DDP's gradient hooks run outside the compiled graphs.
+    is on the device (``DistributedDataParallel`` for data-parallel training); a combo's CUDA
+    graphs are then off, as DDP's gradient hooks run outside the compiled graphs.
+    ``gradient_sync``, called with the U-Net once it is on the device, returns what to run
+    after backward and before the optimizer step (an all-reduce of the gradients, kept as
+    :attr:`gradient_sync`); it leaves CUDA graphs on.
     ``combo`` is a :class:`Combo` or the name of one in :data:`meddpm.run.combos.COMBOS`;
     ``batch_size`` and ``grad_accumulate`` must be at least 1 (else :class:`UserError`).
     """
@@ -78,6 +81,7 @@ class TrainStep:
         images: torch.Tensor | None = None,
         masks: torch.Tensor | None = None,
         wrap_denoiser: Callable[[nn.Module], nn.Module] | None = None,
+        gradient_sync: Callable[[nn.Module], Callable[[], None]] | None = None,
     ):
         if isinstance(combo, str):
             combo = get_combo(combo)
@@ -103,6 +107,7 @@ class TrainStep:
         self.model: GaussianDiffusion = model.to(self.device, memory_format=combo.memory_format)
         if wrap_denoiser is not None:  # e.g. DistributedDataParallel, which syncs gradients in backward
             self.model.denoiser = wrap_denoiser(self.model.denoiser)
+        self.gradient_sync = gradient_sync(self.model.denoiser) if gradient_sync is not None else None
         # Compiling the whole loss (noising, concatenation, U-Net, L1) lets Inductor fuse the
         # elementwise and normalisation work around the convolutions; backward comes with it.
         self.cuda_graphs = combo.compile and combo.cuda_graphs and wrap_denoiser is None and self.device.type == "cuda"
@@ -125,6 +130,8 @@ class TrainStep:
                 with self.combo.autocast(self.device):
                     loss = self.loss_fn(self.images, self.masks)
                 (loss / self.grad_accumulate).backward()
+            if self.gradient_sync is not None:
+                self.gradient_sync()
             self.optimizer.step()
             self.optimizer.zero_grad(set_to_none=True)
         self.step_count += 1
