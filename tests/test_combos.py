@@ -56,6 +56,22 @@ def test_flags_restored_after_each_combo(micro, name, monkeypatch):
     del inside
 
 
+def test_compiled_calls_let_the_autograd_cache_keep_our_autograd_functions(monkeypatch):
+    # AOTAutograd's cache refuses graphs with autograd.Functions unless told they are safe; the
+    # switch holds during the compiled call only (where the graph is traced and cached), never after.
+    seen = []
+    monkeypatch.setattr(
+        torch,
+        "compile",
+        lambda fn, options=None: (
+            lambda *a: seen.append(torch._functorch.config.autograd_cache_allow_custom_autograd_functions) or fn(*a)
+        ),
+    )
+    assert COMBOS["fast"].compiled(lambda x: x + 1)(torch.ones(1)).item() == 2.0
+    assert seen == [True]
+    assert torch._functorch.config.autograd_cache_allow_custom_autograd_functions is False
+
+
 def test_framework_default_cudnn_tf32_is_overridden():
     # Recent PyTorch allows TF32 for cuDNN convolutions by default; a strict baseline
     # must switch it off, whatever the surrounding default.

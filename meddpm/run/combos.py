@@ -8,6 +8,7 @@ leaks from one combo or test into the next.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
@@ -30,6 +31,22 @@ Fn = TypeVar("Fn", bound=Callable[..., object])
 # (the input and four per-channel vectors), so each backward wrote it in float32 and read it
 # twice: 3 ms of a 128^3 iteration on an H200. At 8 it is recomputed inside each kernel instead.
 _INDUCTOR_OPTIONS = {"layout_optimization": False, "realize_reads_threshold": 8}
+
+
+def _cacheable_autograd_functions() -> contextlib.AbstractContextManager[object]:
+    """Let AOTAutograd's on-disk cache keep graphs that hold our ``torch.autograd.Function`` kernels.
+
+    By default AOTAutograd refuses to cache a graph holding any autograd.Function (it cannot know
+    whether one has side effects), so every process traced and partitioned the joint graph of
+    ``fast`` again: 13 s of its 27 s first iteration with Inductor's cache warm (H200, 2026-11-24,
+    docs/performance.md). Ours (:mod:`meddpm.kernels`) are pure tensor functions whose traced
+    forward and backward are part of the graph that the cache key hashes. Scoped to the compiled
+    call, so the setting never outlives it; a no-op on a PyTorch without the switch.
+    """
+    config = torch._functorch.config
+    if not hasattr(config, "autograd_cache_allow_custom_autograd_functions"):
+        return contextlib.nullcontext()
+    return config.patch(autograd_cache_allow_custom_autograd_functions=True)
 
 
 @dataclass(frozen=True)
@@ -90,7 +107,14 @@ class Combo:
         if not self.compile:
             return fn
         options = {**_INDUCTOR_OPTIONS, "triton.cudagraphs": cuda_graphs}
-        return torch.compile(fn, options=options)  # type: ignore[return-value]
+        compiled = torch.compile(fn, options=options)
+
+        @functools.wraps(fn)
+        def run(*args, **kwargs):
+            with _cacheable_autograd_functions():
+                return compiled(*args, **kwargs)
+
+        return run  # type: ignore[return-value]
 
     @property
     def math_precision(self) -> str:
