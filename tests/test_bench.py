@@ -1,5 +1,6 @@
 """The interleaved campaign on the CPU: stop rules, paired ratios, settings validation, memory."""
 
+import numpy as np
 import pytest
 import torch
 
@@ -53,6 +54,7 @@ def test_rounds_stop_when_the_budget_is_spent(micro):
         (dict(rel_iqr_target=0), "the relative-IQR target must be above 0"),
         (dict(budget_s=-1), "the time budget must be above 0 s"),
         (dict(warmup=-1), "warm-up iterations must be 0 or more"),
+        (dict(median_precision=-0.1), "the median precision must be 0 (off) or between 0 and 1, got -0.1"),
     ],
 )
 def test_bad_settings_are_user_errors(settings, message):
@@ -64,6 +66,37 @@ def test_fixed_rounds_run_to_the_end_and_never_claim_convergence(micro):
     # min = max: the stop rules never ran, even where the spread would have met the target.
     campaign = run(micro, min_rounds=2, max_rounds=2, rel_iqr_target=10.0)
     assert campaign.results["baseline"].stop_reason == "round limit of 2 reached"
+
+
+def scripted_rounds(monkeypatch, times_ms: dict[str, list[float]]) -> None:
+    """Each combo's rounds take the given times, in turn (the step itself does not run)."""
+    feed = {name: iter(times) for name, times in times_ms.items()}
+    monkeypatch.setattr("meddpm.measure.campaign.time_synchronized", lambda step, *_, **__: next(feed[step.combo.name]))
+
+
+def test_a_combo_leaves_the_rotation_once_its_median_is_precise(micro, monkeypatch):
+    # baseline: rounds of 500 ms within 0.01 %, so its median is precise after the 1 s of timing the
+    # rule first asks for; opt2: +-3 % in alternation, whose median's error stays near 0.8 % in 40 rounds.
+    rng = np.random.default_rng(0)
+    quiet = list(500 * (1 + 1e-4 * rng.standard_normal(100)))
+    noisy = [100 * (1.03 if i % 2 else 0.97) for i in range(100)]
+    scripted_rounds(monkeypatch, {"baseline": quiet, "opt2": noisy})
+    campaign = run(micro, min_rounds=2, max_rounds=40, rel_iqr_target=10.0, median_precision=0.002)
+    base, opt2 = campaign.results["baseline"], campaign.results["opt2"]
+    assert base.stop_reason == "converged after 3 rounds" and len(base.samples_ms) == 3
+    assert base.median_rel_se <= 0.002
+    assert opt2.stop_reason == "round limit of 40 reached" and len(opt2.samples_ms) == 40
+    assert opt2.median_rel_se > 0.002
+    assert campaign.ratio("opt2", "baseline").rounds == 3  # paired while both were timed
+
+
+def test_without_a_median_precision_the_combos_stop_together(micro, monkeypatch):
+    scripted_rounds(
+        monkeypatch, {"baseline": [500.0] * 10, "opt2": [100 * (1.03 if i % 2 else 0.97) for i in range(10)]}
+    )
+    campaign = run(micro, min_rounds=2, max_rounds=10, rel_iqr_target=10.0)
+    assert [len(r.samples_ms) for r in campaign.results.values()] == [2, 2]
+    assert {r.stop_reason for r in campaign.results.values()} == {"converged after 2 rounds"}
 
 
 def test_cpu_out_of_memory_is_a_user_error(micro, monkeypatch):

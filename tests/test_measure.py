@@ -4,13 +4,14 @@ import json
 import subprocess
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 
 from meddpm.atomic import write_json_atomic
 from meddpm.measure.environment import git_commit
 from meddpm.measure.nvml import Gpu, decode_clock_event_reasons, open_gpu
-from meddpm.measure.stats import Stats
+from meddpm.measure.stats import Stats, median_rel_se
 from meddpm.measure.timing import time_synchronized
 
 
@@ -22,6 +23,27 @@ def test_stats_of_samples():
     assert s.as_dict()["iqr"] == 2
     with pytest.raises(ValueError):
         Stats.from_samples([])
+
+
+@pytest.mark.parametrize("r", [0.0, 0.6])
+def test_the_medians_standard_error_matches_the_spread_of_medians(r):
+    # 300 series of 400 rounds, 1 % noise, each round carrying r of the last one's deviation (AR(1);
+    # `fast` on an H200 has r = 0.5-0.6): the estimate from one series is what the medians of many
+    # independent series actually spread by. Counting correlated rounds as independent would be
+    # half that at r = 0.6.
+    rng = np.random.default_rng(1)
+    series = np.empty((300, 400))
+    series[:, 0] = rng.standard_normal(300)
+    for i in range(1, 400):
+        series[:, i] = r * series[:, i - 1] + np.sqrt(1 - r * r) * rng.standard_normal(300)
+    rounds = 100 * (1 + 0.01 * series)
+    actual = np.std(np.median(rounds, axis=1)) / 100
+    estimates = [median_rel_se(s) for s in rounds]
+    assert np.median(estimates) == pytest.approx(actual, rel=0.2)
+
+
+def test_the_medians_standard_error_needs_three_rounds():
+    assert median_rel_se([1.0, 2.0]) == float("inf") and median_rel_se([5.0] * 10) == 0.0
 
 
 def test_cpu_timing_runs_the_sampler_after_the_call():

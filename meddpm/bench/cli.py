@@ -24,7 +24,14 @@ from meddpm.errors import UserError, run_command
 from meddpm.history.append import append_results, history_target
 from meddpm.history.store import DEFAULT_DB as HISTORY_DB
 from meddpm.history.store import ENV_VAR as HISTORY_ENV_VAR
-from meddpm.measure.campaign import CPU_DEFAULT_COMBOS, Campaign, CampaignSettings, ComboResult
+from meddpm.measure.campaign import (
+    CPU_DEFAULT_COMBOS,
+    GPU_MAX_ROUNDS,
+    GPU_MEDIAN_PRECISION,
+    Campaign,
+    CampaignSettings,
+    ComboResult,
+)
 from meddpm.measure.campaign import Progress as CampaignProgress
 from meddpm.measure.environment import environment
 from meddpm.measure.host_memory import host_memory_needed
@@ -42,7 +49,15 @@ JSON_SCHEMA = "meddpm-bench/2"
 GIB = 2**30
 CPU_DEFAULT_ITERS = 3
 # The adaptive options' argparse names and the CampaignSettings fields they set.
-_ADAPTIVE = {"min_rounds": "min_rounds", "max_rounds": "max_rounds", "rel_iqr": "rel_iqr_target", "budget": "budget_s"}
+_ADAPTIVE = {
+    "min_rounds": "min_rounds",
+    "max_rounds": "max_rounds",
+    "rel_iqr": "rel_iqr_target",
+    "budget": "budget_s",
+    "median_precision": "median_precision",
+}
+# Adaptive defaults on a GPU where they differ from CampaignSettings' (the CPU's).
+_GPU_ADAPTIVE = {"max_rounds": GPU_MAX_ROUNDS, "median_precision": GPU_MEDIAN_PRECISION}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -78,7 +93,9 @@ def _parser() -> argparse.ArgumentParser:
         "--min-rounds", type=int, help=f"adaptive: at least this many rounds (default: {defaults.min_rounds})"
     )
     p.add_argument(
-        "--max-rounds", type=int, help=f"adaptive: at most this many rounds (default: {defaults.max_rounds})"
+        "--max-rounds",
+        type=int,
+        help=f"adaptive: at most this many rounds (default: {GPU_MAX_ROUNDS} on a GPU, {defaults.max_rounds} on CPU)",
     )
     p.add_argument(
         "--rel-iqr",
@@ -86,6 +103,12 @@ def _parser() -> argparse.ArgumentParser:
         help=f"adaptive: stop once every combo's IQR/median is below ({defaults.rel_iqr_target})",
     )
     p.add_argument("--budget", type=float, help=f"adaptive: stop after this many seconds ({defaults.budget_s:.0f})")
+    p.add_argument(
+        "--median-precision",
+        type=float,
+        help="adaptive: a combo stops only once the standard error of its median, relative to it, is below this; "
+        f"0: no such rule (default: {GPU_MEDIAN_PRECISION} on a GPU, {defaults.median_precision:g} on CPU)",
+    )
     p.add_argument("--sample", action="store_true", help="also time one full reverse diffusion (all T steps) per combo")
     p.add_argument(
         "--kernel-mix", action="store_true", help="also profile one iteration per combo: GPU time by kernel category"
@@ -166,7 +189,7 @@ def _settings(args: argparse.Namespace, on_gpu: bool) -> CampaignSettings:
         given = ", ".join(f"--{name.replace('_', '-')}" for name in _ADAPTIVE if getattr(args, name) is not None)
         raise UserError(f"--iters fixes the number of rounds, so {given} would be ignored; give one or the other")
     if args.iters is None and (on_gpu or adaptive):
-        return CampaignSettings(warmup=warmup, **adaptive)
+        return CampaignSettings(warmup=warmup, **{**(_GPU_ADAPTIVE if on_gpu else {}), **adaptive})
     iters = _positive("--iters", args.iters if args.iters is not None else CPU_DEFAULT_ITERS)
     return CampaignSettings(warmup=warmup, min_rounds=iters, max_rounds=iters)
 
@@ -271,7 +294,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     rounds = (
         f"{settings.min_rounds}"
         if settings.min_rounds == settings.max_rounds
-        else f"{settings.min_rounds}-{settings.max_rounds} (to {settings.rel_iqr_target:.0%} rel. IQR)"
+        else f"{settings.min_rounds}-{settings.max_rounds} (to {settings.stop_rule})"
     )
     print(
         f"{PROG}: preset {config.name} {config.volume}, batch {batch}, on {device} ({where}); "

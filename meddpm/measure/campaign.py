@@ -2,9 +2,11 @@
 
 All combos of a run are built and warmed up first, then timed in rounds that run each
 combo once (A B C A B C ...), so slow drift of the machine (clocks, temperature, other
-tenants) hits every combo alike and the ratios between them stay honest. Rounds continue
-until every combo's relative IQR is under a target, or the time budget or the round limit
-is reached; a combo still noisier than the target is reported as unreliable.
+tenants) hits every combo alike and the ratios between them stay honest. A combo leaves the
+rotation once its relative IQR is under a target and, where a median precision is asked for, the
+standard error of its median is under that (see :func:`meddpm.measure.stats.median_rel_se`); the
+others go on until they do, or the time budget or the round limit is reached. A combo still
+noisier than the IQR target is reported as unreliable.
 
 Energy comes after the rounds, from one block of back-to-back iterations per combo, long enough
 that a step of the card's energy counter is under 1 % of the block's energy (see
@@ -29,13 +31,25 @@ from meddpm.measure.flops import forward_flops, train_step_flops
 from meddpm.measure.heat_soak import SoakPlan, soak
 from meddpm.measure.nvml import Gpu, GpuState, open_gpu
 from meddpm.measure.power_sampler import PowerSampler, poll_period
-from meddpm.measure.stats import Stats
+from meddpm.measure.stats import Stats, median_rel_se
 from meddpm.measure.timing import synchronize, time_once, time_synchronized
 from meddpm.model.config import ModelConfig
 from meddpm.run.combos import Combo
 from meddpm.run.train import TrainStep
 
 THROTTLE_CLOCK_FRACTION = 0.98
+
+# GPU defaults of the suite and the bench. A process median is the unit of their verdicts, so it
+# should carry little noise of its own: `fast`'s rounds spread 1.3-1.7 % (IQR) with a lag-1
+# autocorrelation of 0.5-0.6 on an H200, which leaves its median of 5 rounds uncertain by 0.6 %,
+# twice the 0.27 % by which its medians of 300 rounds differ between processes (2026-11-24,
+# docs/statistics.md). 0.2 % takes `fast` 165-300 rounds (8-16 s, against 28 s of compilation a
+# process) and the eager combos their 5.
+GPU_MEDIAN_PRECISION = 0.002
+GPU_MAX_ROUNDS = 500
+# The median's standard error is judged only after this much timed time per combo: estimated from
+# 5-10 rounds of `fast` it read 0.14-0.25 % where 300 rounds put it at 0.12-0.18 %.
+_PRECISION_MIN_TIMED_S = 1.0
 
 # CPU runs default to the combos that finish in seconds there: bf16 conv3d crawls on CPUs
 # (about 12 s per tiny iteration) and compilation needs minutes; TF32 does not exist there.
@@ -54,6 +68,8 @@ class CampaignSettings:
     max_rounds: int = 30
     rel_iqr_target: float = 0.02
     budget_s: float = 300.0
+    # Relative standard error each combo's median must reach before it stops (0: no such rule).
+    median_precision: float = 0.0
     energy_error: float = 0.01  # bound on the energy counter's quantisation error per block
     energy_windows: int = 3  # windows per block, for the spread of energy per iteration
     # An energy block per combo after the rounds (1.25 counter periods / energy_error of GPU time,
@@ -73,10 +89,18 @@ class CampaignSettings:
             raise UserError(f"the relative-IQR target must be above 0, got {self.rel_iqr_target}")
         if not self.budget_s > 0:
             raise UserError(f"the time budget must be above 0 s, got {self.budget_s}")
+        if not 0 <= self.median_precision < 1:
+            raise UserError(f"the median precision must be 0 (off) or between 0 and 1, got {self.median_precision}")
         if not 0 < self.energy_error < 1:
             raise UserError(f"the energy error target must be between 0 and 1, got {self.energy_error}")
         if self.energy_windows < 2:
             raise UserError(f"energy needs at least 2 windows per block for a spread, got {self.energy_windows}")
+
+    @property
+    def stop_rule(self) -> str:
+        """When a combo stops, in words: "3% rel. IQR and a median within 0.2%"."""
+        precision = f" and a median within {self.median_precision:.1%}" if self.median_precision else ""
+        return f"{self.rel_iqr_target:.0%} rel. IQR{precision}"
 
 
 @dataclass
@@ -114,6 +138,11 @@ class ComboResult:
     def reliable(self) -> bool:
         """Whether the spread met the target, so a verdict on this result is not luck."""
         return self.stats.rel_iqr <= self.rel_iqr_target
+
+    @property
+    def median_rel_se(self) -> float:
+        """Relative standard error of the median of the timed rounds (:func:`meddpm.measure.stats.median_rel_se`)."""
+        return median_rel_se(self.samples_ms)
 
     @property
     def tflops(self) -> float:
@@ -234,6 +263,7 @@ class ComboResult:
         d.update(
             stats=self.stats.as_dict(),
             reliable=self.reliable,
+            median_rel_se=self.median_rel_se,
             tflops=self.tflops,
             iterations_per_s=self.iterations_per_s,
             voxels_per_s=self.voxels_per_s,
@@ -368,27 +398,38 @@ class Campaign:
     def _rounds(self, notify: Callable[[Progress], None]) -> None:
         s = self.settings
         started = time.perf_counter()
+        timing = dict(self.steps)  # the combos still in the rotation
+        reason = f"round limit of {s.max_rounds} reached"
         for done in range(1, s.max_rounds + 1):
             round_start = time.perf_counter()
-            for name, step in self.steps.items():
+            for name, step in timing.items():
                 self._time_one(name, step)
             elapsed = time.perf_counter() - started
-            worst = max(self.results.values(), key=lambda r: r.stats.rel_iqr)
+            worst = max((self.results[name] for name in timing), key=lambda r: r.stats.rel_iqr)
             detail = f"worst rel. IQR {worst.stats.rel_iqr:.1%} ({worst.combo})" if done > 1 else ""
             notify(Progress("round", "", done, s.max_rounds, detail))
             # Fixed rounds (min = max) run to the end: "converged" would claim a stop rule that never ran.
             if done < s.min_rounds or s.min_rounds == s.max_rounds:
                 continue
-            if all(r.reliable for r in self.results.values()):
-                reason = f"converged after {done} rounds"
+            for name in [name for name in timing if self._settled(self.results[name])]:
+                self.results[name].stop_reason = f"converged after {done} rounds"
+                del timing[name]
+            if not timing:
                 break
             if elapsed + (time.perf_counter() - round_start) > s.budget_s:
                 reason = f"time budget of {s.budget_s:.0f} s spent after {done} rounds"
                 break
-        else:
-            reason = f"round limit of {s.max_rounds} reached"
-        for r in self.results.values():
-            r.stop_reason = reason
+        for name in timing:
+            self.results[name].stop_reason = reason
+
+    def _settled(self, result: ComboResult) -> bool:
+        """Whether ``result`` meets the IQR target and, if one is set, the median's precision."""
+        if not result.reliable:
+            return False
+        if not self.settings.median_precision:
+            return True
+        timed_s = sum(result.samples_ms) / 1e3
+        return timed_s >= _PRECISION_MIN_TIMED_S and result.median_rel_se <= self.settings.median_precision
 
     def _energy(self, notify: Callable[[Progress], None]) -> None:
         """Per combo, a soak to its temperature, then one block of back-to-back iterations planned from the

@@ -35,6 +35,7 @@ WORKER_SCHEMA = "meddpm-worker/1"
 # bench/ and report/ has it at meddpm/worker.py. Same arguments and JSON in both places.
 WORKER_MODULES = ("meddpm.measure.worker", "meddpm.worker")
 ENERGY_BLOCKS = "MEDDPM_ENERGY_BLOCKS"  # the worker's switch for its energy blocks
+MEDIAN_PRECISION = "MEDDPM_MEDIAN_PRECISION"  # the worker's median precision (CampaignSettings.median_precision)
 # Processes a side in an A/B run unless told otherwise: with the measured 0.3 % between-process
 # spread, five a side find 95 % of 1 % slowdowns (docs/statistics.md).
 AB_PROCESSES = 5
@@ -150,6 +151,7 @@ class ProcessCampaign:
                 **os.environ,
                 "PYTHONPATH": os.pathsep.join(filter(None, [str(source.root), os.environ.get("PYTHONPATH")])),
                 ENERGY_BLOCKS: "1" if s.energy and energy else "0",
+                MEDIAN_PRECISION: str(s.median_precision),
             }
             proc = subprocess.run(cmd, cwd=source.root, env=env, capture_output=True, text=True, timeout=self.timeout_s)
             if proc.returncode != 0 or not out.exists():

@@ -6,7 +6,10 @@ spread of their medians. For an A/B run against a git revision the same command 
 that revision's checkout, so its arguments and its JSON (schema ``meddpm-worker/1``) are a
 protocol between revisions: change them only with a new schema name. The environment variable
 ``MEDDPM_ENERGY_BLOCKS=0`` turns the energy blocks off (an A/B run judges time only); a worker
-that predates the blocks ignores it.
+that predates the blocks ignores it. ``MEDDPM_MEDIAN_PRECISION`` is the campaign's median precision
+(0 or unset: none); a worker that predates it stops by the IQR target alone, so in an A/B against
+such a revision that side's process medians carry more round noise (the test allows for it; its
+detectable change is larger).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import meddpm
 from meddpm.errors import UserError
 from meddpm.measure.campaign import Campaign, CampaignSettings
 from meddpm.measure.environment import environment
-from meddpm.measure.processes import ENERGY_BLOCKS, WORKER_SCHEMA
+from meddpm.measure.processes import ENERGY_BLOCKS, MEDIAN_PRECISION, WORKER_SCHEMA
 from meddpm.model.config import ModelConfig
 from meddpm.run.combos import get_combo
 
@@ -58,6 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         rel_iqr_target=args.rel_iqr,
         budget_s=args.budget,
         energy=os.environ.get(ENERGY_BLOCKS, "1") != "0",
+        median_precision=float(os.environ.get(MEDIAN_PRECISION) or 0),
     )
     combos = [get_combo(name) for name in args.combos.split(",")]
     campaign = Campaign(ModelConfig.preset(args.preset), combos, device, batch_size=args.batch_size, settings=settings)

@@ -93,7 +93,7 @@ class Measuring:
             f"\nmeddpm: measuring {preset} b{batch_size} on {self.running_arch if on_gpu else CPU}{processes}: "
             f"{', '.join(combos)}; {settings.warmup} warm-up iterations each, then "
             f"{settings.min_rounds}-{settings.max_rounds} interleaved rounds to "
-            f"{settings.rel_iqr_target:.0%} rel. IQR within {settings.budget_s:.0f} s"
+            f"{settings.stop_rule} within {settings.budget_s:.0f} s"
         )
 
     def _new_campaign(

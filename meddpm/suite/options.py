@@ -11,7 +11,7 @@ import pytest
 from meddpm.errors import UserError
 from meddpm.history.append import history_target
 from meddpm.history.store import ENV_VAR as HISTORY_ENV_VAR
-from meddpm.measure.campaign import CPU_DEFAULT_COMBOS, CampaignSettings
+from meddpm.measure.campaign import CPU_DEFAULT_COMBOS, GPU_MAX_ROUNDS, GPU_MEDIAN_PRECISION, CampaignSettings
 from meddpm.measure.ncu import CLOCK_CONTROLS, NcuSettings
 from meddpm.measure.ncu_metrics import DEFAULT_GROUPS, GROUPS
 from meddpm.measure.processes import AB_PROCESSES
@@ -42,6 +42,7 @@ class SuiteOptions:
     processes: int = 1  # measuring processes per case (per side in an A/B run); 1: in this process
     compare_to: str | None = None  # a git revision to measure against, alternating processes
     history: str | None = None  # the history database the run is appended to; None: none
+    median_precision: float | None = None  # None: the device's default
 
     @property
     def in_processes(self) -> bool:
@@ -62,7 +63,7 @@ class SuiteOptions:
         def pick(value, gpu_default, cpu_default):
             return value if value is not None else (gpu_default if on_gpu else cpu_default)
 
-        max_default = max(self.min_rounds, 30 if on_gpu else 8)
+        max_default = max(self.min_rounds, GPU_MAX_ROUNDS if on_gpu else 8)
         return CampaignSettings(
             warmup=pick(self.warmup, 3, 1),
             min_rounds=self.min_rounds,
@@ -70,6 +71,8 @@ class SuiteOptions:
             # CPU runners share cores with everything else; they rarely get under 3 %.
             rel_iqr_target=pick(self.rel_iqr, 0.03, 0.25),
             budget_s=pick(self.budget_s, 600.0, 60.0),
+            # Off on CPU runners: their rounds spread 25 % and would run to the limit.
+            median_precision=pick(self.median_precision, GPU_MEDIAN_PRECISION, 0.0),
         )
 
 
@@ -102,7 +105,9 @@ def add_options(parser: pytest.Parser) -> None:
         default=5,
         help="timed rounds at least (default: 5, the fewest that can reach p < 0.01)",
     )
-    g.addoption("--perf-max-rounds", type=int, default=None, help="timed rounds at most (default: 30 GPU, 8 CPU)")
+    g.addoption(
+        "--perf-max-rounds", type=int, default=None, help=f"timed rounds at most (default: {GPU_MAX_ROUNDS} GPU, 8 CPU)"
+    )
     g.addoption(
         "--perf-rel-iqr",
         type=float,
@@ -114,6 +119,13 @@ def add_options(parser: pytest.Parser) -> None:
         type=float,
         default=None,
         help="seconds of timed rounds per preset at most (default: 600 GPU, 60 CPU)",
+    )
+    g.addoption(
+        "--perf-median-precision",
+        type=float,
+        default=None,
+        help="a combo stops only once the standard error of its median, relative to it, is below this; 0: no such "
+        f"rule (default: {GPU_MEDIAN_PRECISION} GPU, 0 CPU)",
     )
     g.addoption(
         "--perf-benchmark-rounds",
@@ -221,6 +233,9 @@ def parse_options(config: pytest.Config) -> SuiteOptions:
     for name in ("--perf-rel-iqr", "--perf-budget"):
         if opt(name) is not None and not opt(name) > 0:
             raise UserError(f"{name} must be above 0, got {opt(name)}")
+    precision = opt("--perf-median-precision")
+    if precision is not None and not 0 <= precision < 1:
+        raise UserError(f"--perf-median-precision must be 0 (off) or between 0 and 1, got {precision}")
     saving = opt("--save-baseline") or opt("--force-save-baseline")
     _writable_folder("--perf-results-dir", opt("--perf-results-dir"))
     return SuiteOptions(
@@ -236,6 +251,7 @@ def parse_options(config: pytest.Config) -> SuiteOptions:
         max_rounds=opt("--perf-max-rounds"),
         rel_iqr=opt("--perf-rel-iqr"),
         budget_s=opt("--perf-budget"),
+        median_precision=opt("--perf-median-precision"),
         benchmark_rounds=opt("--perf-benchmark-rounds"),
         results_dir=opt("--perf-results-dir"),
         ncu=_ncu_settings(config) if opt("--ncu") else None,
