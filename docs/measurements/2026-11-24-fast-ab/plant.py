@@ -20,7 +20,7 @@ _PLANT_BUFFERS: dict = {}
 
 
 def _planted(device, passes: int) -> None:
-    """The planted slowdown (docs/measurements/2026-11-24-h200-fast-ab/plant.py)."""
+    """The planted slowdown (docs/measurements/2026-11-24-fast-ab/plant.py)."""
     if device.type != "cuda":
         return
     buffer = _PLANT_BUFFERS.setdefault(str(device), torch.ones(64 * 2**20, device=device))

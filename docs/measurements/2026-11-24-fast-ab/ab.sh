@@ -4,7 +4,7 @@
 # (as docs/measurements/2026-11-23-ab/ab.sh, for the tree whose training step is meddpm/run/train.py)
 set -uo pipefail
 name=$1 passes=$2 processes=$3 combos=${4:-fast}
-here=docs/measurements/2026-11-24-h200-fast-ab
+here=docs/measurements/2026-11-24-fast-ab
 git checkout -q -- meddpm  # start from the committed code
 [ "$passes" -gt 0 ] && python3 $here/plant.py "$passes"
 start=$(date +%s)
