@@ -9,6 +9,7 @@ import json
 import math
 import time
 from dataclasses import asdict
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -32,7 +33,7 @@ from meddpm.measure.heat_soak import SoakPlan
 from meddpm.measure.nvml import GpuState
 from meddpm.measure.power_sampler import PowerSampler, poll_period
 from meddpm.measure.processes import _merged, result_from_dict
-from meddpm.measure.sample_energy import sample_with_energy
+from meddpm.measure.sample_energy import _lead, sample_with_energy
 from meddpm.report.power_plot import power_chart
 
 PERIOD_S = 0.1
@@ -355,6 +356,26 @@ def test_a_full_sample_is_measured_in_a_window_with_its_energy(micro, monkeypatc
     assert block.counter_j > 0 and abs(block.counter_j / (400.0 * sum(w.gpu_s for w in block.windows)) - 1) <= (
         block.quantisation
     )
+
+
+class StepCountingSampler:
+    """Records the steps of each call; a schedule of 6 steps."""
+
+    model = SimpleNamespace(num_timesteps=6)
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, steps):
+        self.calls.append(steps)
+
+
+def test_a_lead_longer_than_a_sample_runs_as_several_partial_samples():
+    # A lead is counted in reverse steps; a sample of more than T steps would index past the schedule
+    # (this failed on a quick CPU, where 6 steps are short next to the fake counter's period).
+    sampler = StepCountingSampler()
+    _lead(sampler, 14)
+    assert sampler.calls == [6, 6, 2]
 
 
 def test_without_a_counter_a_full_sample_is_only_timed(micro):

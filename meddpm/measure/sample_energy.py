@@ -40,5 +40,16 @@ def sample_with_energy(
     samples = plan_block(period, step_s * config.timesteps, error_target, windows=1).window_iterations
     lead_steps = max(1, math.ceil(LEAD_PERIODS * period / step_s))
     plan = BlockPlan(lead=1, window_iterations=samples, windows=1)
-    block = measure_block(sampler, device, PowerSampler(gpu), plan, period, lead=lambda: sampler(steps=lead_steps))
+    block = measure_block(sampler, device, PowerSampler(gpu), plan, period, lead=lambda: _lead(sampler, lead_steps))
     return SamplingResult(combo.name, config.timesteps, warmup_s, block.windows[0].gpu_s / samples), block
+
+
+def _lead(sampler: Sampler, steps: int) -> None:
+    """``steps`` reverse steps, as partial samples of at most T steps each.
+
+    A lead can need more steps than one sample has (a short schedule whose steps are quick next
+    to the counter's period); a sample of more than T steps would index past the schedule.
+    """
+    while steps > 0:
+        sampler(steps=min(steps, sampler.model.num_timesteps))
+        steps -= sampler.model.num_timesteps
