@@ -196,6 +196,18 @@ class Pair:
         """'cuda' if either side needs a GPU."""
         return "cuda" if "cuda" in (self.variant.device, self.reference.device) else "cpu"
 
+    def covers(self, case: Case) -> bool:
+        """Whether this pair judges ``case``: not where a known library bug would be judged instead of the model.
+
+        PyTorch 2.13's CPU (oneDNN) bf16 conv3d returns a weight gradient of garbage (up to 1e37) in
+        most calls when its input's depth is 2, and a right one in others (measured 2026-11-24 on this
+        project's CI machine: 18 of 20 calls at 2x2x2, 5 of 20 at 2x4x4, none at 4x2x4 or 3x3x3). The
+        deepest level of a two-level model over a depth of 4 has depth 2, so the CPU's bf16 pairs leave
+        those cases out.
+        """
+        bf16 = "bf16" in (COMBOS[self.variant.combo].math_precision, COMBOS[self.reference.combo].math_precision)
+        return not (self.device == "cpu" and bf16 and case.volume[0] // 2 ** (case.levels - 1) == 2)
+
     def errors(self, case: Case, input_transform: Transform | None = None) -> dict[str, tuple[float, str]]:
         """Worst error per kind of the variant against the reference on ``case``."""
         return compare(run_case(case, self.variant, input_transform), run_case(case, self.reference))
@@ -262,6 +274,8 @@ def calibrate(device: str, examples: int, seed: int, progress: Callable[[str], N
     for pair in PAIRS[device]:
         worst = {kind: 0.0 for kind in KINDS}
         for i, case in enumerate(cases):
+            if not pair.covers(case):
+                continue
             for kind, (error, _) in pair.errors(case).items():
                 worst[kind] = max(worst[kind], error)
             progress(f"{pair.name}: {i + 1}/{examples}")
