@@ -43,8 +43,8 @@ THROTTLE_CLOCK_FRACTION = 0.98
 # should carry little noise of its own: `fast`'s rounds spread 1.3-1.7 % (IQR) with a lag-1
 # autocorrelation of 0.5-0.6 on an H200, which leaves its median of 5 rounds uncertain by 0.6 %,
 # twice the 0.27 % by which its medians of 300 rounds differ between processes (2026-11-24,
-# docs/statistics.md). 0.2 % takes `fast` 165-300 rounds (8-16 s, against 28 s of compilation a
-# process) and the eager combos their 5.
+# docs/statistics.md). 0.2 % took `fast` 60-110 rounds a process in that day's A/B and nightly runs
+# (3-6 s, against 20-30 s of compilation) and left the eager combos at their 5.
 GPU_MEDIAN_PRECISION = 0.002
 GPU_MAX_ROUNDS = 500
 # The median's standard error is judged only after this much timed time per combo: estimated from
