@@ -6,4 +6,4 @@ git log --oneline -1
 export TORCHINDUCTOR_CACHE_DIR=/tmp/ind-c
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,power.limit,temperature.gpu --format=csv > $OUT/gpu-state.txt
 python3 docs/measurements/2026-11-23-ab/calibrate.py | tee $OUT/calibrate.txt
-while [ $# -ge 3 ]; do ARCH=${ARCH:-h200} bash docs/measurements/2026-11-24-fast-ab/ab.sh "$1" "$2" "$3" fast; shift 3; done
+while [ $# -ge 3 ]; do ARCH=${ARCH:-h200} bash docs/measurements/2026-11-23-ab/ab.sh "$1" "$2" "$3" fast; shift 3; done
