@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -18,8 +17,7 @@ class Sampler:
     """A callable that runs ancestral sampling of ``batch_size`` volumes, conditioned on phantom masks.
 
     The combo's layout, precision and backend flags apply as in training; with ``compile`` the
-    whole reverse step (U-Net and posterior arithmetic) is compiled once and reused for all T,
-    and with ``cuda_graphs`` too (on a GPU) each step replays as CUDA graphs.
+    whole reverse step (U-Net and posterior arithmetic) is compiled once and reused for all T.
     """
 
     def __init__(
@@ -34,30 +32,13 @@ class Sampler:
         self.model: GaussianDiffusion = model.to(self.device, memory_format=combo.memory_format).eval()
         _, masks = phantom_batch(config.volume, batch_size, config.out_channels, config.mask_channels, seed=seed)
         self.masks = masks.to(self.device, memory_format=combo.memory_format)
-        self.cuda_graphs = combo.compile and combo.cuda_graphs and self.device.type == "cuda"
-        compiled_step = combo.compiled(self.model.p_sample, cuda_graphs=self.cuda_graphs)
-        self.step_fn = _graph_replays(compiled_step) if self.cuda_graphs else compiled_step
+        self.step_fn = combo.compiled(self.model.p_sample)
         self.generator = torch.Generator(self.device).manual_seed(seed)
 
     def __call__(self, steps: int | None = None) -> torch.Tensor:
         """Sample; ``steps`` < T runs only the last steps (for warm-up and tests)."""
         with self.combo.flags(), self.combo.autocast(self.device), torch.inference_mode():
             return self.model.sample(self.masks, steps=steps, generator=self.generator, step_fn=self.step_fn)
-
-
-def _graph_replays(step: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
-    """``step`` as one CUDA graph replay per call, its result copied out of the graph's memory.
-
-    Each reverse step is a new step for Inductor's CUDA graph trees, and the next replay
-    overwrites the graph's output, which is the next step's input: the copy (one volume,
-    microseconds) is what may outlive it.
-    """
-
-    def replay(*args: object, **kwargs: object) -> torch.Tensor:
-        torch.compiler.cudagraph_mark_step_begin()
-        return step(*args, **kwargs).clone()
-
-    return replay
 
 
 @dataclass(frozen=True)
