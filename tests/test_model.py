@@ -7,7 +7,7 @@ from torch import nn
 
 import meddpm.kernels.normalization
 from meddpm import COMBOS, TrainStep, build_model
-from meddpm.kernels.convolution import conv3d_by_taps, pad_input_channels
+from meddpm.kernels.convolution import conv3d_by_taps
 from meddpm.kernels.normalization import group_norm_keep_layout, group_norm_silu_keep_layout
 from meddpm.kernels.upsampling import linear_upsample_2x
 from meddpm.model.nn import ThinConv3d
@@ -184,28 +184,6 @@ def test_convolution_by_taps_is_the_convolution(shape, out_channels, layout):
         torch.testing.assert_close(mine.grad, theirs.grad, rtol=1e-10, atol=1e-10)
 
 
-@pytest.mark.parametrize(
-    ("channels", "layout"), [(3, torch.channels_last_3d), (3, torch.contiguous_format), (8, torch.channels_last_3d)]
-)
-def test_padded_input_channels_are_the_convolution(channels, layout):
-    x = torch.randn(2, channels, 4, 3, 5, dtype=torch.float64).contiguous(memory_format=layout)
-    weight = torch.randn(6, channels, 3, 3, 3, dtype=torch.float64).contiguous(memory_format=layout)
-    grad_out = torch.randn(2, 6, 4, 3, 5, dtype=torch.float64)
-    inputs = [t.clone().requires_grad_() for t in (x, weight)]
-    reference = [t.clone().requires_grad_() for t in (x, weight)]
-    padded_x, padded_weight = pad_input_channels(*inputs, multiple=8)
-    assert padded_x.shape[1] == padded_weight.shape[1] == 8
-    assert padded_x.is_contiguous(memory_format=layout) and padded_weight.is_contiguous(memory_format=layout)
-    got = F.conv3d(padded_x, padded_weight, padding=1)
-    expected = F.conv3d(*reference, padding=1)
-    torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-12)
-    got.backward(grad_out)
-    expected.backward(grad_out)
-    for mine, theirs in zip(inputs, reference):
-        assert mine.grad.shape == theirs.grad.shape
-        torch.testing.assert_close(mine.grad, theirs.grad, rtol=1e-10, atol=1e-10)
-
-
 def test_convolution_by_taps_under_autocast_gives_the_products_dtype():
     conv = ThinConv3d(4, 1)
     conv.by_taps = True
@@ -252,8 +230,6 @@ def test_kernel_variants_compute_the_same_denoiser(tiny):
     model.denoiser.use_output_conv_by_taps(True)
     torch.testing.assert_close(model.denoiser(x, t), reference, rtol=1e-10, atol=1e-10)
     model.denoiser.use_conv_bias_apart(True)
-    torch.testing.assert_close(model.denoiser(x, t), reference, rtol=1e-10, atol=1e-10)
-    model.denoiser.use_input_channels_padded(True)
     torch.testing.assert_close(model.denoiser(x, t), reference, rtol=1e-10, atol=1e-10)
     # The original takes the softmax in float32 even in a float64 model; SDPA does not.
     model.denoiser.use_sdpa_attention(True)

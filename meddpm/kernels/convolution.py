@@ -1,10 +1,8 @@
-"""Convolutions computed otherwise: the bias added apart, a thin convolution tap by tap, and a
-convolution of few input channels with zero channels added.
+"""Convolutions computed otherwise: the bias added apart, and a thin convolution tap by tap.
 
-Replace ``F.conv3d`` with its bias (:class:`~meddpm.model.nn.Conv3d`, combo flag ``conv_bias_apart``),
-for the denoiser's last convolution ``F.conv3d`` itself (:class:`~meddpm.model.nn.ThinConv3d`, combo flag
-``output_conv_by_taps``), and pad its first convolution's operands (:class:`~meddpm.model.nn.InputConv3d`,
-combo flag ``input_channels_padded``). Why (docs/performance.md, fast v5 and v7a): under
+Replace ``F.conv3d`` with its bias (:class:`~meddpm.model.nn.Conv3d`, combo flag ``conv_bias_apart``)
+and, for the denoiser's last convolution, ``F.conv3d`` itself (:class:`~meddpm.model.nn.ThinConv3d`,
+combo flag ``output_conv_by_taps``). Why (docs/performance.md, fast v5 and v7a): under
 ``torch.compile`` Inductor adds a convolution's bias in a pass of its own and writes the biased output
 out where it is saved for backward (a pass of 124 us over each 128^3 x 64 output so saved; added apart,
 kernel time 55.3 -> 54.1 ms on an H100); and cuDNN runs the 64 -> 1 channel convolution at 128^3 with Ampere-generation
@@ -28,23 +26,6 @@ from meddpm.kernels.common import memory_format_of, norm_dtype, per_channel
 def add_bias(out: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
     """``out`` plus a convolution's per-channel ``bias``, cast to ``out``'s dtype as autocast does."""
     return out + per_channel(bias.to(out.dtype).expand(out.shape[0], -1), out)
-
-
-def pad_input_channels(x: torch.Tensor, weight: torch.Tensor, multiple: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``x`` and a convolution ``weight`` with zero input channels added up to a multiple of ``multiple``.
-
-    The convolution of the padded pair is the convolution of the pair: each added channel is zero in
-    both. cuDNN's Hopper kernels for bf16 need channel rows of 16 bytes (8 channels); the denoiser's
-    first convolution has 3 (image and mask) and ran Ampere-generation kernels. The weight's gradient
-    flows back through the padding to the real channels only; both keep ``x``'s layout.
-    """
-    extra = -x.shape[1] % multiple
-    if extra == 0:
-        return x, weight
-    layout = memory_format_of(x)
-    x = torch.cat([x, x.new_zeros(x.shape[0], extra, *x.shape[2:])], dim=1).contiguous(memory_format=layout)
-    weight = F.pad(weight, (0, 0) * (weight.dim() - 2) + (0, extra)).contiguous(memory_format=layout)
-    return x, weight
 
 
 def conv3d_by_taps(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:

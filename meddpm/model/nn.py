@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from meddpm.kernels.common import norm_dtype
-from meddpm.kernels.convolution import add_bias, conv3d_by_taps, pad_input_channels
+from meddpm.kernels.convolution import add_bias, conv3d_by_taps
 from meddpm.kernels.normalization import group_norm_keep_layout, group_norm_silu_keep_layout
 
 
@@ -69,31 +69,9 @@ class Conv3d(nn.Conv3d):
     bias_apart = False
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self._convolve(x, self.weight)
-
-    def _convolve(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         if self.bias_apart and self.bias is not None:
-            out = F.conv3d(x, weight, None, self.stride, self.padding, self.dilation, self.groups)
+            out = F.conv3d(x, self.weight, None, self.stride, self.padding, self.dilation, self.groups)
             return add_bias(out, self.bias)
-        return self._conv_forward(x, weight, self.bias)
-
-
-class InputConv3d(Conv3d):
-    """The denoiser's first convolution (image and mask channels to the model's width), 3x3x3.
-
-    With ``channels_padded`` its input and weight get zero input channels up to a multiple of 8
-    (:func:`~meddpm.kernels.convolution.pad_input_channels`), the same function: with 3 channels
-    cuDNN runs it with Ampere-generation kernels.
-    """
-
-    channels_padded = False
-
-    def __init__(self, in_channels: int, out_channels: int):
-        super().__init__(in_channels, out_channels, 3, padding=1)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.channels_padded:
-            return self._convolve(*pad_input_channels(x, self.weight, multiple=8))
         return super().forward(x)
 
 

@@ -66,9 +66,7 @@ class Combo:
     SiLU after it one function, differentiated by hand (the same function, see
     :func:`meddpm.kernels.normalization.group_norm_silu_keep_layout`); ``output_conv_by_taps`` computes the last
     convolution as a matrix product and a sum of shifted slices (the same function, see
-    :func:`meddpm.kernels.convolution.conv3d_by_taps`); ``input_channels_padded`` gives the first convolution
-    zero input channels up to a multiple of 8 (the same function, see
-    :func:`meddpm.kernels.convolution.pad_input_channels`); ``conv_bias_apart`` adds each convolution's bias as an
+    :func:`meddpm.kernels.convolution.conv3d_by_taps`); ``conv_bias_apart`` adds each convolution's bias as an
     elementwise op after it (the same function, see :class:`meddpm.model.nn.Conv3d`); ``fused_adam`` uses
     Adam's fused kernel; ``cuda_graphs`` replays the compiled training step as CUDA graphs
     (Inductor's CUDA graph trees), so the host no longer issues its kernels one by one.
@@ -86,7 +84,6 @@ class Combo:
     layout_preserving_norm: bool = False
     fused_norm_silu: bool = False
     output_conv_by_taps: bool = False
-    input_channels_padded: bool = False
     conv_bias_apart: bool = False
     fused_adam: bool = False
     cuda_graphs: bool = False
@@ -98,7 +95,6 @@ class Combo:
         denoiser.use_layout_preserving_norm(self.layout_preserving_norm)
         denoiser.use_fused_norm_silu(self.fused_norm_silu)
         denoiser.use_output_conv_by_taps(self.output_conv_by_taps)
-        denoiser.use_input_channels_padded(self.input_channels_padded)
         denoiser.use_conv_bias_apart(self.conv_bias_apart)
 
     def compiled(self, fn: Fn, *, cuda_graphs: bool = False) -> Fn:
@@ -154,8 +150,7 @@ COMBOS: dict[str, Combo] = {
         Combo(
             "fast",
             "bf16 autocast, channels-last-3d end to end (layout-preserving GroupNorm fused with SiLU), torch.compile, "
-            "SDPA attention, separable upsampling, output convolution by taps, input channels padded to 8, "
-            "convolution biases added apart, "
+            "SDPA attention, separable upsampling, output convolution by taps, convolution biases added apart, "
             "cuDNN autotuning, fused Adam, training step as CUDA graphs",
             channels_last=True,
             autocast_dtype=torch.bfloat16,
@@ -166,7 +161,6 @@ COMBOS: dict[str, Combo] = {
             layout_preserving_norm=True,
             fused_norm_silu=True,
             output_conv_by_taps=True,
-            input_channels_padded=True,
             conv_bias_apart=True,
             fused_adam=True,
             cuda_graphs=True,
