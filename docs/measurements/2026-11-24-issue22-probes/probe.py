@@ -7,8 +7,10 @@ One phase per process (probe.sh runs them in order, sharing one Inductor cache f
            (torch._dynamo.config.caching_precompile) and --save-precompile writes its entries
            (torch.compiler.save_cache_artifacts) after the rounds; --cudnn-limit sets
            torch.backends.cudnn.benchmark_limit (0: every engine cuDNN offers).
+           --kernel-mix profiles 2 iterations' kernels by category after the rounds.
   sample : time 3 warm-up reverse steps and then two full 250-step samples of `fast`
            (--no-graphs: without CUDA graphs), then profile 3 steps' kernels by category.
+--without FLAG (either phase) turns one of `fast`'s boolean flags off, to compare a change with its absence.
 Prints one JSON line per phase, prefixed PROBE.
 """
 
@@ -38,6 +40,11 @@ def compile_report() -> dict:
     }
 
 
+def fast_combo(args: argparse.Namespace):
+    combo = get_combo("fast")
+    return dataclasses.replace(combo, **{args.without: False}) if args.without else combo
+
+
 def train(args: argparse.Namespace, device: torch.device) -> dict:
     if args.precompile:
         torch._dynamo.config.caching_precompile = True
@@ -45,7 +52,7 @@ def train(args: argparse.Namespace, device: torch.device) -> dict:
         torch.backends.cudnn.benchmark_limit = args.cudnn_limit
     torch.manual_seed(0)
     t0 = time.perf_counter()
-    step = TrainStep(ModelConfig.preset("paper"), get_combo("fast"), 1, device)
+    step = TrainStep(ModelConfig.preset("paper"), fast_combo(args), 1, device)
     setup_s = time.perf_counter() - t0
     warm, losses = [], []
     for _ in range(3):
@@ -58,6 +65,10 @@ def train(args: argparse.Namespace, device: torch.device) -> dict:
     samples = np.array([time_synchronized(step, device) for _ in range(args.rounds)])
     q1, med, q3 = np.percentile(samples, [25, 50, 75])
     out.update(median_ms=round(float(med), 3), rel_iqr=round(float((q3 - q1) / med), 4))
+    if args.kernel_mix:
+        kernels = profile_kernels(step, iterations=2)
+        out["kernel_ms"] = {str(k): round(float(v), 3) for k, v in category_shares(kernels)["ms"].items()}
+        out["top_kernels_us"] = [[r.kernel[:90], round(r.us, 1), r.category] for r in kernels.head(25).itertuples()]
     if args.save_precompile:
         t = time.perf_counter()
         artifacts = torch.compiler.save_cache_artifacts()
@@ -67,7 +78,7 @@ def train(args: argparse.Namespace, device: torch.device) -> dict:
 
 
 def sample(args: argparse.Namespace, device: torch.device) -> dict:
-    combo = get_combo("fast")
+    combo = fast_combo(args)
     if args.no_graphs:
         combo = dataclasses.replace(combo, cuda_graphs=False)
     torch.manual_seed(0)
@@ -78,7 +89,7 @@ def sample(args: argparse.Namespace, device: torch.device) -> dict:
     kernels = profile_kernels(lambda: sampler(steps=3))
     shares = category_shares(kernels)
     return {
-        "cuda_graphs": sampler.cuda_graphs,
+        "cuda_graphs": not args.no_graphs,
         "warmup_s": round(warmup_s, 2),
         "full_s": [round(s, 3) for s in full_s],
         "finite": bool(torch.isfinite(x).all()),
@@ -99,6 +110,8 @@ def main() -> None:
     p.add_argument("--save-precompile", action="store_true")
     p.add_argument("--cudnn-limit", type=int, default=None)
     p.add_argument("--no-graphs", action="store_true")
+    p.add_argument("--kernel-mix", action="store_true")
+    p.add_argument("--without", default=None)
     args = p.parse_args()
     t_start = time.perf_counter()
     device = torch.device("cuda", 0)
