@@ -87,8 +87,12 @@ def test_sources_alternate_abba():
     assert [s.label for s in alternating([a], 3)] == ["A", "A", "A"]
 
 
-@pytest.mark.parametrize("sources, expected", [(1, ["1", "0", "0"]), (2, ["0"] * 6)])
-def test_energy_blocks_run_in_the_first_process_only_and_never_in_an_ab_run(monkeypatch, tmp_path, sources, expected):
+@pytest.mark.parametrize(
+    "sources, energy, expected", [(1, True, ["1", "0", "0"]), (2, True, ["0"] * 6), (1, False, ["0"] * 3)]
+)
+def test_energy_blocks_run_in_the_first_process_only_and_never_in_an_ab_run(
+    monkeypatch, tmp_path, sources, energy, expected
+):
     from meddpm.measure import processes
     from meddpm.measure.campaign import CampaignSettings
     from meddpm.measure.processes import ENERGY_BLOCKS, WORKER_SCHEMA, ProcessCampaign
@@ -109,7 +113,7 @@ def test_energy_blocks_run_in_the_first_process_only_and_never_in_an_ab_run(monk
         ["baseline"],
         "cpu",
         batch_size=1,
-        settings=CampaignSettings(),
+        settings=CampaignSettings(energy=energy),
         processes=3,
         sources=[Source(label, tmp_path, "") for label in "AB"[:sources]],
     )

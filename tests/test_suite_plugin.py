@@ -252,6 +252,19 @@ def test_bad_options_are_one_line_usage_errors(suite, option, message):
     assert "Traceback" not in result.stderr.str()
 
 
+def test_saving_without_energy_is_a_one_line_usage_error(suite):
+    result = suite.runpytest_subprocess("-p", "no:cacheprovider", "--save-baseline", "--perf-energy=off")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --save-baseline stores energy too, which --perf-energy=off skips*"])
+    assert "Traceback" not in result.stderr.str()
+
+
+@pytest.mark.parametrize("energy", [True, False])
+def test_the_energy_switch_reaches_the_campaign_settings(suite_options, energy):
+    assert suite_options(energy=energy).campaign_settings(on_gpu=True).energy is energy
+    assert suite_options().campaign_settings(on_gpu=True).energy  # on unless switched off
+
+
 def test_torch_trace_records_stay_out_of_captured_logs(suite):
     # torch's structured-trace logger is always at DEBUG and does not propagate; pytest attaches
     # its capture handlers to such loggers, and `pytest -rA` showed hundreds of its lines per test.

@@ -43,6 +43,7 @@ class SuiteOptions:
     compare_to: str | None = None  # a git revision to measure against, alternating processes
     history: str | None = None  # the history database the run is appended to; None: none
     median_precision: float | None = None  # None: the device's default
+    energy: bool = True  # an energy block per combo (a thermal soak, then counter windows)
 
     @property
     def in_processes(self) -> bool:
@@ -73,6 +74,7 @@ class SuiteOptions:
             budget_s=pick(self.budget_s, 600.0, 60.0),
             # Off on CPU runners: their rounds spread 25 % and would run to the limit.
             median_precision=pick(self.median_precision, GPU_MEDIAN_PRECISION, 0.0),
+            energy=self.energy,
         )
 
 
@@ -126,6 +128,13 @@ def add_options(parser: pytest.Parser) -> None:
         default=None,
         help="a combo stops only once the standard error of its median, relative to it, is below this; 0: no such "
         f"rule (default: {GPU_MEDIAN_PRECISION} GPU, 0 CPU)",
+    )
+    g.addoption(
+        "--perf-energy",
+        choices=("on", "off"),
+        default="on",
+        help="on (default): after its rounds, each combo runs until the card's temperature settles and then "
+        "an energy block (about 40 s a combo on an H200); off: time and memory only, for a quick check",
     )
     g.addoption(
         "--perf-benchmark-rounds",
@@ -237,6 +246,8 @@ def parse_options(config: pytest.Config) -> SuiteOptions:
     if precision is not None and not 0 <= precision < 1:
         raise UserError(f"--perf-median-precision must be 0 (off) or between 0 and 1, got {precision}")
     saving = opt("--save-baseline") or opt("--force-save-baseline")
+    if saving and opt("--perf-energy") == "off":
+        raise UserError("--save-baseline stores energy too, which --perf-energy=off skips; drop one of them")
     _writable_folder("--perf-results-dir", opt("--perf-results-dir"))
     return SuiteOptions(
         save_baseline=saving,
@@ -252,6 +263,7 @@ def parse_options(config: pytest.Config) -> SuiteOptions:
         rel_iqr=opt("--perf-rel-iqr"),
         budget_s=opt("--perf-budget"),
         median_precision=opt("--perf-median-precision"),
+        energy=opt("--perf-energy") == "on",
         benchmark_rounds=opt("--perf-benchmark-rounds"),
         results_dir=opt("--perf-results-dir"),
         ncu=_ncu_settings(config) if opt("--ncu") else None,
