@@ -90,7 +90,7 @@ def test_sources_alternate_abba():
 @pytest.mark.parametrize(
     "sources, energy, expected", [(1, True, ["1", "0", "0"]), (2, True, ["0"] * 6), (1, False, ["0"] * 3)]
 )
-def test_energy_blocks_run_in_the_first_process_only_and_never_in_an_ab_run(
+def test_energy_blocks_run_in_the_first_process_only_never_in_an_ab_run_nor_when_off(
     monkeypatch, tmp_path, sources, energy, expected
 ):
     from meddpm.measure import processes
