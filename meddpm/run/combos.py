@@ -116,6 +116,10 @@ class Combo:
 
         return run  # type: ignore[return-value]
 
+    def replays_graphs(self, device: torch.device) -> bool:
+        """Whether this combo's compiled step replays as CUDA graphs on ``device`` (GPUs only)."""
+        return self.compile and self.cuda_graphs and device.type == "cuda"
+
     @property
     def math_precision(self) -> str:
         """The precision the tensor math runs in: 'bf16', 'fp16', 'tf32' or 'fp32'."""

@@ -276,7 +276,7 @@ def resolve_gradient_sync(name: str, combo: Combo, device: torch.device) -> str:
     """ "ddp" or "after_backward" for ``name``; "auto" picks "after_backward" for CUDA-graphed steps on a GPU."""
     if name != "auto":
         return name
-    return "after_backward" if combo.compile and combo.cuda_graphs and device.type == "cuda" else "ddp"
+    return "after_backward" if combo.replays_graphs(device) else "ddp"
 
 
 def _data_parallel_step(

@@ -110,7 +110,7 @@ class TrainStep:
         self.gradient_sync = gradient_sync(self.model.denoiser) if gradient_sync is not None else None
         # Compiling the whole loss (noising, concatenation, U-Net, L1) lets Inductor fuse the
         # elementwise and normalisation work around the convolutions; backward comes with it.
-        self.cuda_graphs = combo.compile and combo.cuda_graphs and wrap_denoiser is None and self.device.type == "cuda"
+        self.cuda_graphs = combo.replays_graphs(self.device) and wrap_denoiser is None
         self.loss_fn = combo.compiled(self.model.loss, cuda_graphs=self.cuda_graphs)
         if images is None or masks is None:
             images, masks = phantom_batch(
