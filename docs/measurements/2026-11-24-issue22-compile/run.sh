@@ -34,3 +34,8 @@ for line in sys.stdin:
           'loss0', round(d['losses'][0], 5), 'bench', d['counters'].get('inductor', {}).get('benchmarking.InductorBenchmarker.benchmark_gpu'))
 " | tee -a "$out/summary.txt"
 done
+for f in "$out"/*.spy.txt; do
+    [[ -e $f ]] || continue
+    python3 $here/spy_table.py "$f" 50 > "${f%.spy.txt}.spy-table.txt" 2>&1
+    gzip -9 "$f"
+done
