@@ -30,6 +30,8 @@ def main() -> None:
     p.add_argument("--inductor", action="append", default=[], metavar="KEY=VALUE")
     args = p.parse_args()
     import_s = time.perf_counter() - T_START
+    import meddpm
+
     for item in args.inductor:
         key, value = item.split("=", 1)
         inductor_config.__setattr__(key, ast.literal_eval(value))
@@ -44,13 +46,16 @@ def main() -> None:
         t = time.perf_counter()
         losses.append(float(step()))
         warm.append(time.perf_counter() - t)
-    from torch._dynamo.utils import compile_times, counters
+    from torch._dynamo.utils import compilation_time_metrics, compile_times, counters
+
+    phases = ("bytecode_tracing", "_compile.compile_inner", "aot_trace_joint_graph", "backward._backward_impl")
 
     samples = np.array([time_synchronized(step, device) for _ in range(args.rounds)])
     q1, med, q3 = np.percentile(samples, [25, 50, 75])
     out = {
         "label": args.label,
         "torch": torch.__version__,
+        "meddpm": meddpm.__file__,
         "inductor": args.inductor,
         "compile_threads": inductor_config.compile_threads,
         "import_s": round(import_s, 2),
@@ -60,6 +65,7 @@ def main() -> None:
         "median_ms": round(float(med), 3),
         "rel_iqr": round(float((q3 - q1) / med), 4),
         "counters": {k: dict(v) for k, v in counters.items() if k in ("inductor", "aot_autograd")},
+        "phases_s": {k: round(sum(compilation_time_metrics.get(k, [])), 2) for k in phases},
         "compile_times": compile_times(repr="str", aggregate=True),
         "process_s": round(time.perf_counter() - T_START, 1),
     }

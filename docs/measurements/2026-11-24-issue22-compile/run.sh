@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 22 compile probes (see compile_probe.py). Usage: bash run.sh OUTDIR STEP...
-# A step is NAME:CACHE:TIMEOUT[:spy][:--inductor KEY=VALUE ...]; processes that name the same CACHE
-# share one Inductor cache folder (/tmp/ind-CACHE), so the first is cold and later ones warm.
+# A step is NAME:CACHE:TIMEOUT:MODES[:PROBE ARGS ...]; processes that name the same CACHE share one
+# Inductor cache folder (/tmp/ind-CACHE), so the first is cold and later ones warm. MODES, comma-separated:
+# spy (under py-spy), old (the meddpm package unpacked in /tmp/old, an earlier commit's, in place of this one).
 set -uo pipefail
 out=$1; shift
 here=docs/measurements/2026-11-24-issue22-compile
@@ -16,8 +17,10 @@ echo "py-spy: ${spy:-unavailable}" | tee -a "$out/summary.txt"
 for stepdef in "$@"; do
     IFS=: read -r name cache limit mode extra <<< "$stepdef"
     t0=$(date +%s.%N)
-    env=(PYTHONPATH=.:${PYTHONPATH:-} TORCHINDUCTOR_CACHE_DIR=/tmp/ind-$cache PYTHONUNBUFFERED=1)
-    if [[ $mode == spy && -n $spy ]]; then
+    code=.
+    [[ $mode == *old* ]] && code=/tmp/old
+    env=(PYTHONPATH=$code:${PYTHONPATH:-} TORCHINDUCTOR_CACHE_DIR=/tmp/ind-$cache PYTHONUNBUFFERED=1)
+    if [[ $mode == *spy* && -n $spy ]]; then
         env "${env[@]}" timeout $limit py-spy record --idle --threads -r 50 -f raw -o "$out/$name.spy.txt" -- \
             python3 $here/compile_probe.py --label $name $extra > "$out/$name.log" 2>&1
     else
@@ -31,7 +34,7 @@ for line in sys.stdin:
     d = json.loads(line.split(' ', 1)[1])
     print('  ', d['label'], d['inductor'], 'threads', d['compile_threads'], 'import', d['import_s'], 'setup', d['setup_s'],
           'first', d['warmup_s'], 'median', d['median_ms'], 'reliqr', d['rel_iqr'], 'process', d['process_s'],
-          'loss0', round(d['losses'][0], 5), 'bench', d['counters'].get('inductor', {}).get('benchmarking.InductorBenchmarker.benchmark_gpu'))
+          'loss0', round(d['losses'][0], 5), d['phases_s'], 'bench', d['counters'].get('inductor', {}).get('benchmarking.InductorBenchmarker.benchmark_gpu'))
 " | tee -a "$out/summary.txt"
 done
 for f in "$out"/*.spy.txt; do

@@ -11,7 +11,8 @@ WATCH = {  # label: a regex one frame of the stack must match
     "import torch/meddpm": r"^<module> \(compile_probe\.py:(1[0-9]|2[0-4])\)",
     "model built (TrainStep.__init__)": r"^TrainStep\.__init__",
     "first iterations (3)": r"^main \(compile_probe\.py:4[4-6]\)",
-    "Dynamo bytecode tracing": r"^InstructionTranslatorBase\.run ",
+    "Dynamo frame (tracing and the forward compile)": r"^InstructionTranslatorBase\.run ",
+    "Dynamo tracing of autograd.Functions": r"^AutogradFunctionVariable\.call_apply",
     "AOTAutograd (all)": r"^create_aot_dispatcher_function",
     "AOT joint graph trace": r"^aot_dispatch_autograd_graph|^_create_graph",
     "partitioner": r"^min_cut_rematerialization_partition",
@@ -23,7 +24,9 @@ WATCH = {  # label: a regex one frame of the stack must match
     "FX graph cache load/save": r"^FxGraphCache\.|^_load_with_key|^FxGraphCache\._save",
     "AOTAutograd cache": r"^AOTAutogradCache\.",
     "async_compile wait": r"^AsyncCompile\.wait",
-    "Triton kernel load/precompile in parent": r"^CachingAutotuner\.precompile|^TritonCompileResult\.make_launcher|^StaticallyLaunchedCudaKernel",
+    "Triton kernel load/precompile in parent": (
+        r"^CachingAutotuner\.precompile|^TritonCompileResult\.make_launcher|^StaticallyLaunchedCudaKernel"
+    ),
     "autotune benchmarking": r"^CachingAutotuner\.benchmark_all_configs|^CachingAutotuner\.autotune_to_one_config",
     "compiled module run (first call)": r"^call \(/tmp/ind-",
     "convolution (cuDNN, incl. benchmark)": r"^convolution \(|^_convolution|conv3d",
