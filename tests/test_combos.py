@@ -5,6 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from meddpm import COMBOS, TrainStep, UserError, get_combo
+from meddpm.kernels.operators import operator_versions
 from meddpm.run.combos import backend_flags, snapshot_flags
 
 
@@ -56,20 +57,16 @@ def test_flags_restored_after_each_combo(micro, name, monkeypatch):
     del inside
 
 
-def test_compiled_calls_let_the_autograd_cache_keep_our_autograd_functions(monkeypatch):
-    # AOTAutograd's cache refuses graphs with autograd.Functions unless told they are safe; the
-    # switch holds during the compiled call only (where the graph is traced and cached), never after.
-    seen = []
-    monkeypatch.setattr(
-        torch,
-        "compile",
-        lambda fn, options=None: (
-            lambda *a: seen.append(torch._functorch.config.autograd_cache_allow_custom_autograd_functions) or fn(*a)
-        ),
-    )
+def test_compiled_calls_key_the_compile_caches_by_the_kernels_source(monkeypatch):
+    # The caches key a graph by its operators' names; the kernels' source version must be in the
+    # options torch.compile gets, so an edited kernel is compiled again.
+    seen = {}
+    monkeypatch.setattr(torch, "compile", lambda fn, options=None: seen.update(options) or fn)
     assert COMBOS["fast"].compiled(lambda x: x + 1)(torch.ones(1)).item() == 2.0
-    assert seen == [True]
-    assert torch._functorch.config.autograd_cache_allow_custom_autograd_functions is False
+    versions = seen["unsafe_marked_cacheable_functions"]
+    assert versions == operator_versions()
+    assert "torch.ops.meddpm.group_norm" in versions and "torch.ops.meddpm.shifted_tap_sum_backward" in versions
+    assert len(set(versions.values())) == 1 and len(next(iter(versions.values()))) == 16
 
 
 def test_framework_default_cudnn_tf32_is_overridden():

@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from meddpm.kernels.common import memory_format_of, norm_dtype, per_channel
+from meddpm.kernels.operators import inlined_operator
 
 
 def add_bias(out: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
@@ -33,7 +34,7 @@ def conv3d_by_taps(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
 
     ``out[o, v] = sum_t taps[o, t, v + offset_t]`` with ``taps[o, t, v] = sum_c w[o, c, t] x[c, v]``.
     The product is one GEMM over voxels on tensor cores (the channels are a channels-last ``x``'s
-    contiguous dimension); the sum (:class:`_ShiftedTapSum`) and its gradient are elementwise.
+    contiguous dimension); the sum (:func:`_shifted_tap_sum`) and its gradient are elementwise.
     Zero padding of ``x`` is zero padding of ``taps``, as the product has no bias. The output has
     ``x``'s layout and the product's dtype.
     """
@@ -42,41 +43,50 @@ def conv3d_by_taps(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
     voxels_last = x.permute(0, 2, 3, 4, 1).reshape(-1, c)
     taps = voxels_last @ weight.reshape(out_channels, c, -1).permute(1, 0, 2).flatten(1)
     by_tap = taps.view(n, *spatial, out_channels, *kernel).permute(0, 4, 5, 6, 7, 1, 2, 3)
-    out = _ShiftedTapSum.apply(by_tap)
+    out = _shifted_tap_sum_op(by_tap)
     if bias is not None:
         out = add_bias(out, bias)
     return out.contiguous(memory_format=memory_format_of(x))
 
 
-class _ShiftedTapSum(torch.autograd.Function):
+def _shifted_tap_sum(by_tap: torch.Tensor) -> torch.Tensor:
     """``out[v] = sum_t taps[t, v + offset_t]`` over a 3-D kernel's taps, zero outside the volume.
 
     Input ``(n, c, kd, kh, kw, D, H, W)``, output ``(n, c, D, H, W)``, summed in (at least)
-    float32. The gradient is written out as a gather, ``grad_taps[t, v] = grad_out[v - offset_t]``:
-    autograd's own, the sum of 27 zero-padded slices, costs 27 masked loads per value under
-    Inductor (0.72 ms of a 128^3 iteration on an H200, where a gather is a few tens of microseconds).
+    float32. Its gradient (:func:`_shifted_tap_sum_backward`) is written out as a gather: autograd's
+    own, the sum of 27 zero-padded slices, costs 27 masked loads per value under Inductor (0.72 ms
+    of a 128^3 iteration on an H200, where a gather is a few tens of microseconds).
     """
+    kernel, spatial = by_tap.shape[2:5], by_tap.shape[5:]
+    padded = F.pad(by_tap.to(norm_dtype(by_tap)), _same_padding(kernel))
+    out = sum(
+        padded[:, :, i, j, k, i : i + spatial[0], j : j + spatial[1], k : k + spatial[2]]
+        for i in range(kernel[0])
+        for j in range(kernel[1])
+        for k in range(kernel[2])
+    )
+    return out.to(by_tap.dtype)
 
-    @staticmethod
-    def forward(ctx, by_tap: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
-        kernel, spatial = by_tap.shape[2:5], by_tap.shape[5:]
-        padded = F.pad(by_tap.to(norm_dtype(by_tap)), _same_padding(kernel))
-        out = sum(
-            padded[:, :, i, j, k, i : i + spatial[0], j : j + spatial[1], k : k + spatial[2]]
-            for i in range(kernel[0])
-            for j in range(kernel[1])
-            for k in range(kernel[2])
-        )
-        ctx.kernel = kernel
-        return out.to(by_tap.dtype)
 
-    @staticmethod
-    def backward(ctx, grad_out: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
-        # windows[v, m] = padded grad_out[v + m], and tap t = k - 1 - m reads it (k odd).
-        windows = F.pad(grad_out, _same_padding(ctx.kernel))
-        for dim, k in zip((2, 3, 4), ctx.kernel):
-            windows = windows.unfold(dim, k, 1)
-        return windows.flip(-3, -2, -1).permute(0, 1, 5, 6, 7, 2, 3, 4)
+def _shifted_tap_sum_backward(grad_out: torch.Tensor, kernel: list[int]) -> torch.Tensor:
+    """The gradient of :func:`_shifted_tap_sum`: ``grad_taps[t, v] = grad_out[v - offset_t]``."""
+    # windows[v, m] = padded grad_out[v + m], and tap t = k - 1 - m reads it (k odd).
+    windows = F.pad(grad_out, _same_padding(kernel))
+    for dim, k in zip((2, 3, 4), kernel):
+        windows = windows.unfold(dim, k, 1)
+    return windows.flip(-3, -2, -1).permute(0, 1, 5, 6, 7, 2, 3, 4)
+
+
+# The functions are their own fakes: they are used once per model, and their outputs' strides
+# follow from their ops.
+_shifted_tap_sum_op = inlined_operator("shifted_tap_sum", _shifted_tap_sum, fake=_shifted_tap_sum)
+_shifted_tap_sum_backward_op = inlined_operator(
+    "shifted_tap_sum_backward", _shifted_tap_sum_backward, fake=_shifted_tap_sum_backward
+)
+_shifted_tap_sum_op.register_autograd(
+    lambda ctx, grad_out: _shifted_tap_sum_backward_op(grad_out, ctx.kernel),
+    setup_context=lambda ctx, inputs, output: setattr(ctx, "kernel", list(inputs[0].shape[2:5])),
+)
 
 
 def _same_padding(kernel: tuple[int, ...]) -> list[int]:

@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from meddpm.kernels.common import norm_dtype, per_channel
+from meddpm.kernels.operators import inlined_operator
 
 
 def group_norm_keep_layout(
@@ -36,10 +37,10 @@ def group_norm_keep_layout(
     ``F.group_norm`` (and its decomposition under ``torch.compile``) returns a contiguous
     tensor for a channels-last input; under ``torch.compile`` that is the layout the next
     convolution is handed, and cuDNN converts it back, forward and backward (75 copy kernels,
-    16 ms of a 128^3 iteration on an H200). See :class:`_ChannelStatsGroupNorm` for how it is
-    computed and differentiated.
+    16 ms of a 128^3 iteration on an H200). See :func:`_group_norm` for how it is computed and
+    :func:`_group_norm_backward` for how it is differentiated.
     """
-    return _ChannelStatsGroupNorm.apply(x, groups, weight, bias, eps, False)
+    return _group_norm_op(x, weight, bias, groups, eps, False)[0]
 
 
 def group_norm_silu_keep_layout(
@@ -52,11 +53,13 @@ def group_norm_silu_keep_layout(
     GroupNorm's output, which Inductor recomputed and wrote out in backward, and then read
     again in both of GroupNorm's backward passes.
     """
-    return _ChannelStatsGroupNorm.apply(x, groups, weight, bias, eps, True)
+    return _group_norm_op(x, weight, bias, groups, eps, True)[0]
 
 
-class _ChannelStatsGroupNorm(torch.autograd.Function):
-    """GroupNorm from per-channel sums, forward and backward, in as few passes over ``x`` as it allows.
+def _group_norm(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, groups: int, eps: float, silu: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """GroupNorm (then SiLU if ``silu``) from per-channel sums, and the statistics its backward needs.
 
     Reducing each group directly is slow on channels-last: a group's channels are a few
     adjacent values in every voxel, and Inductor's reduction over them ran at a few percent of
@@ -65,63 +68,99 @@ class _ChannelStatsGroupNorm(torch.autograd.Function):
     equal-sized channels, so the group mean is the mean of the channel means and the group
     variance the mean of ``var_c + (mean_c - mean_g)^2``.
 
-    The backward is written out rather than left to autograd, which differentiated the
-    statistics through several full-size intermediates (five kernels and about 3.3 ms for one
-    128-channel GroupNorm at 128^3 on an H100). With ``y = x * scale_c + shift_c`` and ``g``
-    the incoming gradient, GroupNorm's gradient is an affine function of ``g`` and ``x`` per
-    channel whose coefficients need only the per-channel sums of ``g`` and ``g * x``: one
-    reduction pass and one elementwise pass. With ``silu`` the output is SiLU of GroupNorm's, and
-    ``g`` is first taken through SiLU's derivative at GroupNorm's output, recomputed from ``x``.
-
     The per-channel constants of each elementwise pass (scale and shift forward, the three
-    coefficients backward) are stacked into one small tensor, the forward's saved for backward, and
-    on large volumes passed through :func:`per_channel_constants` (see :func:`_computed_once`), so
-    that Inductor computes them once. Left to it, they were inlined into the full-size kernels and
-    recomputed for every voxel from the statistics, a dozen loads and a reciprocal square root per
-    value, which made those kernels compute-bound (about 2.2 TB/s on an H200 where a plain
-    elementwise pass moves 4.3 TB/s).
+    coefficients backward) are stacked into one small tensor, the forward's returned for backward
+    as ``stats`` (scale, shift, mean, rstd), and on large volumes passed through
+    :func:`per_channel_constants` (see :func:`_computed_once`), so that Inductor computes them once.
+    Left to it, they were inlined into the full-size kernels and recomputed for every voxel from
+    the statistics, a dozen loads and a reciprocal square root per value, which made those kernels
+    compute-bound (about 2.2 TB/s on an H200 where a plain elementwise pass moves 4.3 TB/s).
     """
+    xf = x.to(norm_dtype(x))
+    var_c, mean_c = torch.var_mean(xf, dim=_voxel_dims(x), correction=0)
+    mean = _group_mean(mean_c, groups)
+    rstd = torch.rsqrt(_group_mean(var_c + (mean_c - mean).square(), groups) + eps)
+    scale = rstd * weight
+    stats = _computed_once(torch.stack([scale, bias - mean * scale, mean, rstd]), x)
+    y = _affine(xf, stats[0], stats[1])
+    return (F.silu(y) if silu else y).to(x.dtype), stats
 
-    @staticmethod
-    def forward(ctx, x: torch.Tensor, groups: int, weight: torch.Tensor, bias: torch.Tensor, eps: float, silu: bool):  # type: ignore[override]
-        xf = x.to(norm_dtype(x))
-        var_c, mean_c = torch.var_mean(xf, dim=_voxel_dims(x), correction=0)
-        mean = _group_mean(mean_c, groups)
-        rstd = torch.rsqrt(_group_mean(var_c + (mean_c - mean).square(), groups) + eps)
-        scale = rstd * weight
-        stats = _computed_once(torch.stack([scale, bias - mean * scale, mean, rstd]), x)
-        ctx.save_for_backward(x, weight, stats)
-        ctx.groups, ctx.silu = groups, silu
-        y = _affine(xf, stats[0], stats[1])
-        return (F.silu(y) if silu else y).to(x.dtype)
 
-    @staticmethod
-    def backward(ctx, grad_out: torch.Tensor):  # type: ignore[override]
-        x, weight, stats = ctx.saved_tensors
-        scale, shift, mean, rstd = stats.unbind(0)
-        xf, g = x.to(norm_dtype(x)), grad_out.to(norm_dtype(x))
-        if ctx.silu:
-            # Through SiLU: silu'(y) = s (1 + y (1 - s)), s = sigmoid(y), y recomputed from x.
-            y = _affine(xf, scale, shift)
-            s = torch.sigmoid(y)
-            g = g * s * (1 + y * (1 - s))
-        dims = _voxel_dims(x)
-        sum_g = g.sum(dims)
-        sum_gx = (g * xf).sum(dims)
-        # Per channel: sum of g * x_hat, with x_hat = (x - mean) * rstd.
-        sum_g_xhat = rstd * (sum_gx - mean * sum_g)
-        grad_weight = sum_g_xhat.sum(0).to(weight.dtype)
-        grad_bias = sum_g.sum(0).to(weight.dtype)
-        # dx = rstd * (w g - mean_group(w g) - x_hat * mean_group(w g x_hat)), each group mean
-        # taken over its channels and voxels, regrouped as coef_g * g + coef_x * x + const.
-        voxels = math.prod(x.shape[2:])
-        mean_wg = _group_mean(weight * sum_g, ctx.groups) / voxels
-        mean_wg_xhat = _group_mean(weight * sum_g_xhat, ctx.groups) / voxels
-        coef_g, coef_x, const = _computed_once(
-            torch.stack([scale, -rstd.square() * mean_wg_xhat, rstd * (rstd * mean * mean_wg_xhat - mean_wg)]), x
-        )
-        grad_x = g * per_channel(coef_g, x) + xf * per_channel(coef_x, x) + per_channel(const, x)
-        return grad_x.to(x.dtype), None, grad_weight, grad_bias, None, None
+def _group_norm_backward(
+    grad_out: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, stats: torch.Tensor, groups: int, silu: bool
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The gradients of :func:`_group_norm` for ``x``, ``weight`` and ``bias``, written out.
+
+    Autograd differentiated the statistics through several full-size intermediates (five kernels
+    and about 3.3 ms for one 128-channel GroupNorm at 128^3 on an H100). With
+    ``y = x * scale_c + shift_c`` and ``g`` the incoming gradient, GroupNorm's gradient is an
+    affine function of ``g`` and ``x`` per channel whose coefficients need only the per-channel
+    sums of ``g`` and ``g * x``: one reduction pass and one elementwise pass. With ``silu`` the
+    output is SiLU of GroupNorm's, and ``g`` is first taken through SiLU's derivative at
+    GroupNorm's output, recomputed from ``x``.
+    """
+    scale, shift, mean, rstd = stats.unbind(0)
+    xf, g = x.to(norm_dtype(x)), grad_out.to(norm_dtype(x))
+    if silu:
+        # Through SiLU: silu'(y) = s (1 + y (1 - s)), s = sigmoid(y), y recomputed from x.
+        y = _affine(xf, scale, shift)
+        s = torch.sigmoid(y)
+        g = g * s * (1 + y * (1 - s))
+    dims = _voxel_dims(x)
+    sum_g = g.sum(dims)
+    sum_gx = (g * xf).sum(dims)
+    # Per channel: sum of g * x_hat, with x_hat = (x - mean) * rstd.
+    sum_g_xhat = rstd * (sum_gx - mean * sum_g)
+    grad_weight = sum_g_xhat.sum(0).to(weight.dtype)
+    grad_bias = sum_g.sum(0).to(weight.dtype)
+    # dx = rstd * (w g - mean_group(w g) - x_hat * mean_group(w g x_hat)), each group mean
+    # taken over its channels and voxels, regrouped as coef_g * g + coef_x * x + const.
+    voxels = math.prod(x.shape[2:])
+    mean_wg = _group_mean(weight * sum_g, groups) / voxels
+    mean_wg_xhat = _group_mean(weight * sum_g_xhat, groups) / voxels
+    coef_g, coef_x, const = _computed_once(
+        torch.stack([scale, -rstd.square() * mean_wg_xhat, rstd * (rstd * mean * mean_wg_xhat - mean_wg)]), x
+    )
+    grad_x = g * per_channel(coef_g, x) + xf * per_channel(coef_x, x) + per_channel(const, x)
+    return grad_x.to(x.dtype), grad_weight, grad_bias
+
+
+def _stats_dtype(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.dtype:
+    return torch.promote_types(torch.promote_types(norm_dtype(x), weight.dtype), bias.dtype)
+
+
+_group_norm_op = inlined_operator(
+    "group_norm",
+    _group_norm,
+    fake=lambda x, weight, bias, groups, eps, silu: (
+        torch.empty_like(x),
+        x.new_empty((4, *x.shape[:2]), dtype=_stats_dtype(x, weight, bias)),
+    ),
+)
+_group_norm_backward_op = inlined_operator(
+    "group_norm_backward",
+    _group_norm_backward,
+    fake=lambda grad_out, x, weight, stats, groups, silu: (
+        torch.empty_like(x),
+        torch.empty_like(weight),
+        torch.empty_like(weight),
+    ),
+)
+
+
+def _save_for_backward(ctx, inputs, output) -> None:
+    x, weight, _, groups, _, silu = inputs
+    ctx.save_for_backward(x, weight, output[1])
+    ctx.groups, ctx.silu = groups, silu
+
+
+def _differentiate(ctx, grad_out: torch.Tensor, _grad_stats: torch.Tensor | None):
+    x, weight, stats = ctx.saved_tensors
+    grad_x, grad_weight, grad_bias = _group_norm_backward_op(grad_out, x, weight, stats, ctx.groups, ctx.silu)
+    return grad_x, grad_weight, grad_bias, None, None, None
+
+
+_group_norm_op.register_autograd(_differentiate, setup_context=_save_for_backward)
 
 
 @torch.library.custom_op("meddpm::per_channel_constants", mutates_args=())

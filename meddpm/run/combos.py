@@ -8,7 +8,6 @@ leaks from one combo or test into the next.
 from __future__ import annotations
 
 import contextlib
-import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
@@ -16,6 +15,7 @@ from typing import TypeVar
 import torch
 
 from meddpm.errors import UserError
+from meddpm.kernels.operators import prepare_inductor
 from meddpm.model.unet import UNet3D
 
 Fn = TypeVar("Fn", bound=Callable[..., object])
@@ -31,22 +31,6 @@ Fn = TypeVar("Fn", bound=Callable[..., object])
 # (the input and four per-channel vectors), so each backward wrote it in float32 and read it
 # twice: 3 ms of a 128^3 iteration on an H200. At 8 it is recomputed inside each kernel instead.
 _INDUCTOR_OPTIONS = {"layout_optimization": False, "realize_reads_threshold": 8}
-
-
-def _cacheable_autograd_functions() -> contextlib.AbstractContextManager[object]:
-    """Let AOTAutograd's on-disk cache keep graphs that hold our ``torch.autograd.Function`` kernels.
-
-    By default AOTAutograd refuses to cache a graph holding any autograd.Function (it cannot know
-    whether one has side effects), so every process traced and partitioned the joint graph of
-    ``fast`` again: 13 s of its 27 s first iteration with Inductor's cache warm (H200, 2026-11-24,
-    docs/performance.md). Ours (:mod:`meddpm.kernels`) are pure tensor functions whose traced
-    forward and backward are part of the graph that the cache key hashes. Scoped to the compiled
-    call, so the setting never outlives it; a no-op on a PyTorch without the switch.
-    """
-    config = torch._functorch.config
-    if not hasattr(config, "autograd_cache_allow_custom_autograd_functions"):
-        return contextlib.nullcontext()
-    return config.patch(autograd_cache_allow_custom_autograd_functions=True)
 
 
 @dataclass(frozen=True)
@@ -106,15 +90,8 @@ class Combo:
         """
         if not self.compile:
             return fn
-        options = {**_INDUCTOR_OPTIONS, "triton.cudagraphs": cuda_graphs}
-        compiled = torch.compile(fn, options=options)
-
-        @functools.wraps(fn)
-        def run(*args, **kwargs):
-            with _cacheable_autograd_functions():
-                return compiled(*args, **kwargs)
-
-        return run  # type: ignore[return-value]
+        options = {**_INDUCTOR_OPTIONS, **prepare_inductor(), "triton.cudagraphs": cuda_graphs}
+        return torch.compile(fn, options=options)  # type: ignore[return-value]
 
     def replays_graphs(self, device: torch.device) -> bool:
         """Whether this combo's compiled step replays as CUDA graphs on ``device`` (GPUs only)."""
