@@ -4,8 +4,10 @@ One module per kernel family: :mod:`~meddpm.kernels.normalization` (GroupNorm th
 layout, its written-out backward, fused with SiLU), :mod:`~meddpm.kernels.convolution` (biases added
 apart, a thin convolution tap by tap), :mod:`~meddpm.kernels.upsampling` (separable trilinear
 upsampling); each module's docstring says what it replaces, why, and which tests check it against
-the reference op. :mod:`~meddpm.kernels.common` holds the few tensor helpers (layout, compute
-dtype, per-channel broadcasting) that the kernels share and the model uses too.
+the reference op. :mod:`~meddpm.kernels.operators` makes the kernels with a written-out backward
+custom operators, which Dynamo records as one call and Inductor still fuses.
+:mod:`~meddpm.kernels.common` holds the few tensor helpers (layout, compute dtype, per-channel
+broadcasting) that the kernels share and the model uses too.
 
 The rule: the kernels are functions, and the model chooses them. The modules that hold a combo's
 switches (:class:`~meddpm.model.nn.GroupNorm32`, :class:`~meddpm.model.nn.Conv3d`, ...; set by

@@ -1,7 +1,7 @@
 """How the kernels meet ``torch.compile``: custom operators that Dynamo records as one call and Inductor inlines.
 
 A kernel with a written-out backward used to be a ``torch.autograd.Function``. Dynamo traces every
-use of one into a forward and a backward subgraph of its own: 4.7 of the 7.6 s it spent tracing
+use of one into a forward and a backward subgraph of its own: 5.0 of the 7.6 s it spent tracing
 ``fast`` at the paper preset (CPU, 2026-11-24; about 40 GroupNorms), paid again by every process,
 as Dynamo keeps no cache (docs/performance.md, issue 22). As a custom operator (``torch.library``)
 with its backward registered as a second one, Dynamo records a single call and takes the output's
