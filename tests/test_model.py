@@ -9,7 +9,7 @@ import meddpm.kernels.normalization
 from meddpm import COMBOS, TrainStep, build_model
 from meddpm.kernels.convolution import conv3d_by_taps
 from meddpm.kernels.normalization import group_norm_keep_layout, group_norm_silu_keep_layout
-from meddpm.kernels.upsampling import linear_upsample_2x
+from meddpm.kernels.upsampling import trilinear_upsample_2x
 from meddpm.model.nn import ThinConv3d
 
 
@@ -95,13 +95,20 @@ def test_combos_compute_the_same_loss(tiny, combo):
 
 
 @pytest.mark.parametrize("shape", [(1, 4, 1, 2, 3), (2, 3, 4, 4, 4), (1, 2, 5, 3, 7)])
-def test_separable_upsample_is_trilinear_interpolation(shape):
-    x = torch.randn(shape, dtype=torch.float64)
-    expected = torch.nn.functional.interpolate(x, scale_factor=2, mode="trilinear", align_corners=False)
-    got = x
-    for dim in (2, 3, 4):
-        got = linear_upsample_2x(got, dim)
+@pytest.mark.parametrize("layout", [torch.contiguous_format, torch.channels_last_3d])
+def test_separable_upsample_is_trilinear_interpolation(shape, layout):
+    x = torch.randn(shape, dtype=torch.float64).contiguous(memory_format=layout).requires_grad_()
+    reference = x.detach().clone().requires_grad_()
+    expected = F.interpolate(reference, scale_factor=2, mode="trilinear", align_corners=False)
+    got = trilinear_upsample_2x(x)
     torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-12)
+    # The layout goes through, forward and backward: a convolution follows and cuDNN would convert.
+    assert got.is_contiguous(memory_format=layout)
+    grad_out = torch.randn_like(got)
+    got.backward(grad_out)
+    expected.backward(grad_out)
+    torch.testing.assert_close(x.grad, reference.grad, rtol=1e-12, atol=1e-12)
+    assert x.grad.is_contiguous(memory_format=layout)
 
 
 @pytest.mark.parametrize(
@@ -165,7 +172,11 @@ def test_layout_preserving_group_norm_computes_in_float32_and_casts_back():
 
 @pytest.mark.parametrize(
     ("shape", "out_channels", "layout"),
-    [((2, 5, 4, 3, 6), 1, torch.channels_last_3d), ((1, 8, 3, 5, 2), 4, torch.contiguous_format)],
+    [
+        ((2, 5, 4, 3, 6), 1, torch.channels_last_3d),
+        ((1, 8, 3, 5, 2), 4, torch.contiguous_format),
+        ((2, 3, 4, 3, 5), 2, torch.contiguous_format),
+    ],
 )
 def test_convolution_by_taps_is_the_convolution(shape, out_channels, layout):
     x = torch.randn(shape, dtype=torch.float64).contiguous(memory_format=layout)
@@ -182,6 +193,8 @@ def test_convolution_by_taps_is_the_convolution(shape, out_channels, layout):
     expected.backward(grad_out)
     for mine, theirs in zip(inputs, reference):
         torch.testing.assert_close(mine.grad, theirs.grad, rtol=1e-10, atol=1e-10)
+    # The gradient keeps the input's layout, or the kernels that read it would mix two layouts.
+    assert inputs[0].grad.is_contiguous(memory_format=layout)
 
 
 def test_convolution_by_taps_under_autocast_gives_the_products_dtype():

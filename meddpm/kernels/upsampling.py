@@ -14,6 +14,27 @@ from __future__ import annotations
 
 import torch
 
+from meddpm.kernels.common import memory_format_of
+
+
+def trilinear_upsample_2x(x: torch.Tensor) -> torch.Tensor:
+    """Trilinear interpolation by 2 of an ``(n, c, d, h, w)`` tensor (align_corners=False), in ``x``'s layout.
+
+    One :func:`linear_upsample_2x` per spatial axis. A channels-last ``x`` is upsampled through its
+    ``(n, d, h, w, c)`` view: interleaving even and odd outputs (a stack) yields a tensor contiguous
+    in the order of its dimensions, so in that view every intermediate keeps the channels innermost.
+    Interleaved along ``(n, c, d, h, w)`` itself, the intermediates were NCDHW and the kernels that
+    read one layout and wrote the other ran at 1.2 TB/s on an H200 (issue 22, 2026-11-24).
+    """
+    if memory_format_of(x) == torch.channels_last_3d:
+        y = x.permute(0, 2, 3, 4, 1)
+        for dim in (1, 2, 3):
+            y = linear_upsample_2x(y, dim)
+        return y.permute(0, 4, 1, 2, 3)
+    for dim in (2, 3, 4):
+        x = linear_upsample_2x(x, dim)
+    return x
+
 
 def linear_upsample_2x(x: torch.Tensor, dim: int) -> torch.Tensor:
     """Linear interpolation by 2 along ``dim`` (align_corners=False), from slices and sums.

@@ -16,8 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from meddpm.kernels.common import memory_format_of
-from meddpm.kernels.upsampling import linear_upsample_2x
+from meddpm.kernels.upsampling import trilinear_upsample_2x
 from meddpm.model.config import ModelConfig
 from meddpm.model.nn import Conv3d, GroupNorm32, GroupNormSiLU, ThinConv3d, timestep_embedding, zero_init
 
@@ -103,12 +102,7 @@ class Upsample(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.separable:
-            # Interleaving even and odd outputs (stack, flatten) yields a contiguous tensor;
-            # give the convolution the layout it was handed, or cuDNN converts it.
-            layout = memory_format_of(x)
-            for dim in (2, 3, 4):
-                x = linear_upsample_2x(x, dim)
-            x = x.contiguous(memory_format=layout)
+            x = trilinear_upsample_2x(x)
         else:
             x = F.interpolate(x, scale_factor=2, mode="trilinear", align_corners=False)
         return self.conv(x)
@@ -188,7 +182,7 @@ class UNet3D(nn.Module):
         self._switch(GroupNormSiLU, "fused", enabled)
 
     def use_separable_upsample(self, enabled: bool = True) -> None:
-        """Upsample per axis with :func:`~meddpm.kernels.upsampling.linear_upsample_2x` (or not: ``interpolate``)."""
+        """Upsample per axis with :func:`~meddpm.kernels.upsampling.trilinear_upsample_2x` (or not: ``interpolate``)."""
         self._switch(Upsample, "separable", enabled)
 
     def use_output_conv_by_taps(self, enabled: bool = True) -> None:
