@@ -159,6 +159,15 @@ def test_layout_preserving_norms_have_the_references_values_and_gradients(
     assert len(calls) == constants_apart  # once forward, once backward
 
 
+def test_layout_preserving_group_norm_statistics_survive_a_large_mean():
+    # The statistics are sums of squares, shifted per channel: unshifted, E[x^2] - E[x]^2 in float32
+    # would lose the whole variance of channels whose mean is 1e4 times their spread.
+    x = (1e4 + torch.randn(1, 4, 8, 8, 8, dtype=torch.float64)).contiguous(memory_format=torch.channels_last_3d)
+    weight, bias = torch.ones(4, dtype=torch.float64), torch.zeros(4, dtype=torch.float64)
+    got = group_norm_keep_layout(x.float(), 2, weight.float(), bias.float(), 1e-5)
+    torch.testing.assert_close(got.double(), F.group_norm(x, 2, weight, bias, 1e-5), rtol=0, atol=2e-3)
+
+
 def test_layout_preserving_group_norm_computes_in_float32_and_casts_back():
     x = torch.randn(1, 4, 2, 3, 4).to(torch.bfloat16).requires_grad_()
     weight, bias = torch.ones(4, requires_grad=True), torch.zeros(4, requires_grad=True)

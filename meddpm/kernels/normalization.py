@@ -77,13 +77,31 @@ def _group_norm(
     compute-bound (about 2.2 TB/s on an H200 where a plain elementwise pass moves 4.3 TB/s).
     """
     xf = x.to(norm_dtype(x))
-    var_c, mean_c = torch.var_mean(xf, dim=_voxel_dims(x), correction=0)
+    mean_c, var_c = _channel_mean_var(xf)
     mean = _group_mean(mean_c, groups)
     rstd = torch.rsqrt(_group_mean(var_c + (mean_c - mean).square(), groups) + eps)
     scale = rstd * weight
     stats = _computed_once(torch.stack([scale, bias - mean * scale, mean, rstd]), x)
     y = _affine(xf, stats[0], stats[1])
     return (F.silu(y) if silu else y).to(x.dtype), stats
+
+
+def _channel_mean_var(xf: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-channel mean and (biased) variance over the voxels, from sums of the shifted values.
+
+    Two plain sums in one pass, where ``torch.var_mean`` is a Welford reduction under Inductor,
+    whose per-value division made it compute-bound: 457 against 194 us for 128 channels at 128^3 in
+    bf16 on an H200, 141 against 84 us for 64 (issue 22, 2026-11-24). Each channel is shifted by its
+    first voxel's value, a guess at its mean, so that ``E[d^2] - E[d]^2`` does not cancel when the
+    mean is large against the spread.
+    """
+    dims = _voxel_dims(xf)
+    shift = xf[(slice(None), slice(None), *(0,) * len(dims))]
+    d = xf - per_channel(shift, xf)
+    voxels = math.prod(xf.shape[2:])
+    mean_d = d.sum(dims) / voxels
+    var = (d.square().sum(dims) / voxels - mean_d.square()).clamp_min(0)
+    return shift + mean_d, var
 
 
 def _group_norm_backward(
