@@ -2,14 +2,15 @@
 
 Replaces ``F.group_norm`` in float32 (:class:`~meddpm.model.nn.GroupNorm32`, combo flag
 ``layout_preserving_norm``) and the SiLU after it (:class:`~meddpm.model.nn.GroupNormSiLU`, combo
-flag ``fused_norm_silu``). Why (docs/performance.md, fast v3, v4a, v6a, v7b): ``F.group_norm``
+flag ``fused_norm_silu``). Why (docs/performance.md, fast v3, v4a, v6a, v7b, v8): ``F.group_norm``
 returns a contiguous tensor for a channels-last input, which cuDNN converted back around every
 convolution (16 ms of a 128^3 iteration on an H200); group-wise reductions ran at a few percent of
 bandwidth on channels-last; autograd's backward took five kernels and about 3.3 ms per 128-channel
 GroupNorm at 128^3 on an H100; SiLU's backward made Inductor write GroupNorm's output out and read it
-twice; and per-voxel recomputation of the per-channel constants made the elementwise passes
-compute-bound. Checked against the reference ops by ``tests/test_model.py``:
-``test_layout_preserving_group_norm_is_group_norm`` (values, 1e-12 in float64),
+twice; per-voxel recomputation of the per-channel constants made the elementwise passes
+compute-bound, and ``torch.var_mean``'s Welford reduction the statistics. Checked against the reference
+ops by ``tests/test_model.py``: ``test_layout_preserving_group_norm_is_group_norm`` (values, 1e-12 in
+float64), ``test_layout_preserving_group_norm_statistics_survive_a_large_mean`` (float32 statistics),
 ``test_layout_preserving_norms_have_the_references_values_and_gradients`` (values and every gradient
 against ``F.group_norm`` and ``silu(F.group_norm)``, both layouts, both sides of the constants-once
 threshold), ``test_layout_preserving_group_norm_computes_in_float32_and_casts_back``,

@@ -4,8 +4,10 @@ Replaces ``F.interpolate(x, scale_factor=2, mode="trilinear", align_corners=Fals
 :class:`~meddpm.model.unet.Upsample` (combo flag ``separable_upsample``). Why (docs/performance.md,
 fast v2): ``interpolate``'s backward scatters gradients with atomic adds, one Triton kernel of 12.8 ms
 and another of 3.3 ms per 128^3 iteration on an H200; written per axis, the backward is a gather that
-Inductor fuses, and the iteration lost 14.6 ms. Checked against ``interpolate`` by
-``tests/test_model.py``: ``test_separable_upsample_is_trilinear_interpolation`` (1e-12 in float64) and
+Inductor fuses, and the iteration lost 14.6 ms (fast v8: taken on the channels-last view, see
+:func:`trilinear_upsample_2x`). Checked against ``interpolate`` by ``tests/test_model.py``:
+``test_separable_upsample_is_trilinear_interpolation`` (values and gradient, 1e-12 in float64, and the
+layout, in both layouts) and
 ``test_kernel_variants_compute_the_same_denoiser`` (the whole denoiser); on a GPU, under
 ``torch.compile``, by ``perf_tests/test_parity.py::test_fast_keeps_the_bf16_bounds``.
 """

@@ -44,7 +44,7 @@ class Combo:
     and, through AOTAutograd, backward) under ``torch.compile``; ``sdpa_attention`` computes the
     attention blocks with ``scaled_dot_product_attention`` (the same softmax(q^T k / sqrt(C)) v);
     ``separable_upsample`` builds the trilinear upsampling from per-axis slices and sums (the
-    same function, see :func:`meddpm.kernels.upsampling.linear_upsample_2x`); ``layout_preserving_norm``
+    same function, see :func:`meddpm.kernels.upsampling.trilinear_upsample_2x`); ``layout_preserving_norm``
     computes GroupNorm so that channels-last stays channels-last (the same function, see
     :func:`meddpm.kernels.normalization.group_norm_keep_layout`); ``fused_norm_silu`` makes that GroupNorm and the
     SiLU after it one function, differentiated by hand (the same function, see
