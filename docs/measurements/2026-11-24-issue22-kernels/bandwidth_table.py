@@ -28,8 +28,10 @@ def main() -> None:
     ref = float(sys.argv[2]) if len(sys.argv) > 2 else 4.0
     top = int(sys.argv[3]) if len(sys.argv) > 3 else 25
     for graph, rows in tables(path).items():
-        print(f"== {graph.rsplit('/', 1)[-1]}: {len(rows)} kernels, {sum(r[0] for r in rows):.2f} ms, "
-              f"{sum(r[1] for r in rows):.1f} GB; at {ref} TB/s {sum(r[1] for r in rows) / ref:.2f} ms")
+        print(
+            f"== {graph.rsplit('/', 1)[-1]}: {len(rows)} kernels, {sum(r[0] for r in rows):.2f} ms, "
+            f"{sum(r[1] for r in rows):.1f} GB; at {ref} TB/s {sum(r[1] for r in rows) / ref:.2f} ms"
+        )
         print(f"{'class':>14} {'n':>4} {'ms':>7} {'GB':>6} {'TB/s':>5} {'ms@ref':>7}")
         for lo, hi, label in ((0.2, 1e9, "> 0.2 ms"), (0.05, 0.2, "0.05-0.2 ms"), (0, 0.05, "< 0.05 ms")):
             sel = [r for r in rows if lo <= r[0] < hi]
