@@ -7,6 +7,7 @@ from torch import nn
 
 import meddpm.kernels.normalization
 from meddpm import COMBOS, TrainStep, build_model
+from meddpm.kernels.concatenation import concat_channels
 from meddpm.kernels.convolution import conv3d_by_taps
 from meddpm.kernels.normalization import group_norm_keep_layout, group_norm_silu_keep_layout
 from meddpm.kernels.upsampling import trilinear_upsample_2x
@@ -206,6 +207,26 @@ def test_convolution_by_taps_is_the_convolution(shape, out_channels, layout):
     assert inputs[0].grad.is_contiguous(memory_format=layout)
 
 
+@pytest.mark.parametrize("layout", [torch.channels_last_3d, torch.contiguous_format])
+def test_concat_channels_is_cat(layout):
+    parts = [torch.randn(2, c, 3, 4, 5, dtype=torch.float64).contiguous(memory_format=layout) for c in (3, 5)]
+    mine = [p.clone().requires_grad_() for p in parts]
+    theirs = [p.clone().requires_grad_() for p in parts]
+    got = concat_channels(mine)
+    expected = torch.cat(theirs, dim=1)
+    torch.testing.assert_close(got, expected, rtol=0, atol=0)
+    assert got.is_contiguous(memory_format=layout)
+    grad_out = torch.randn_like(expected)
+    # autograd.grad returns the gradients as computed (.backward would restride them for the leaves).
+    mine_grads = torch.autograd.grad(got, mine, grad_out)
+    theirs_grads = torch.autograd.grad(expected, theirs, grad_out)
+    for a, b in zip(mine_grads, theirs_grads):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+        assert a.is_contiguous(memory_format=layout)
+    # What it is for: torch.cat's own are strided channel slices of grad_out.
+    assert not any(b.is_contiguous(memory_format=layout) for b in theirs_grads)
+
+
 def test_convolution_by_taps_under_autocast_gives_the_products_dtype():
     conv = ThinConv3d(4, 1)
     conv.by_taps = True
@@ -252,6 +273,8 @@ def test_kernel_variants_compute_the_same_denoiser(tiny):
     model.denoiser.use_output_conv_by_taps(True)
     torch.testing.assert_close(model.denoiser(x, t), reference, rtol=1e-10, atol=1e-10)
     model.denoiser.use_conv_bias_apart(True)
+    torch.testing.assert_close(model.denoiser(x, t), reference, rtol=1e-10, atol=1e-10)
+    model.denoiser.use_dense_concat_gradients(True)
     torch.testing.assert_close(model.denoiser(x, t), reference, rtol=1e-10, atol=1e-10)
     # The original takes the softmax in float32 even in a float64 model; SDPA does not.
     model.denoiser.use_sdpa_attention(True)

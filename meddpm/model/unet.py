@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from meddpm.kernels.concatenation import concat_channels
 from meddpm.kernels.upsampling import trilinear_upsample_2x
 from meddpm.model.config import ModelConfig
 from meddpm.model.nn import Conv3d, GroupNorm32, GroupNormSiLU, ThinConv3d, timestep_embedding, zero_init
@@ -123,6 +124,8 @@ class UNet3D(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.config = config
+        # With it the decoder joins its skips by :func:`~meddpm.kernels.concatenation.concat_channels`.
+        self.dense_concat_gradients = False
         c = config.model_channels
         emb_dim = 4 * c
         groups, dropout = config.num_groups, config.dropout
@@ -193,6 +196,10 @@ class UNet3D(nn.Module):
         """Add every 3-D convolution's bias as an elementwise op after it (or inside it)."""
         self._switch(Conv3d, "bias_apart", enabled)
 
+    def use_dense_concat_gradients(self, enabled: bool = True) -> None:
+        """Join the decoder's skips with :func:`~meddpm.kernels.concatenation.concat_channels` (or ``torch.cat``)."""
+        self.dense_concat_gradients = enabled
+
     def _switch(self, kind: type[nn.Module], attribute: str, enabled: bool) -> None:
         """Set a kernel-variant switch on every block of one kind."""
         for module in self.modules():
@@ -208,6 +215,11 @@ class UNet3D(nn.Module):
             h = block(h, emb)
             skips.append(h)
         h = self.middle_block(h, emb)
+        concat = concat_channels if self.dense_concat_gradients else _cat_channels
         for block in self.output_blocks:
-            h = block(torch.cat([h, skips.pop()], dim=1), emb)
+            h = block(concat([h, skips.pop()]), emb)
         return self.out(h)
+
+
+def _cat_channels(parts: list[torch.Tensor]) -> torch.Tensor:
+    return torch.cat(parts, dim=1)

@@ -51,7 +51,9 @@ class Combo:
     :func:`meddpm.kernels.normalization.group_norm_silu_keep_layout`); ``output_conv_by_taps`` computes the last
     convolution as a matrix product and a sum of shifted slices (the same function, see
     :func:`meddpm.kernels.convolution.conv3d_by_taps`); ``conv_bias_apart`` adds each convolution's bias as an
-    elementwise op after it (the same function, see :class:`meddpm.model.nn.Conv3d`); ``fused_adam`` uses
+    elementwise op after it (the same function, see :class:`meddpm.model.nn.Conv3d`); ``dense_concat_gradients``
+    joins the decoder's skips so that their gradients reach the convolutions dense (the same function, see
+    :func:`meddpm.kernels.concatenation.concat_channels`); ``fused_adam`` uses
     Adam's fused kernel; ``cuda_graphs`` replays the compiled training step as CUDA graphs
     (Inductor's CUDA graph trees), so the host no longer issues its kernels one by one.
     """
@@ -69,6 +71,7 @@ class Combo:
     fused_norm_silu: bool = False
     output_conv_by_taps: bool = False
     conv_bias_apart: bool = False
+    dense_concat_gradients: bool = False
     fused_adam: bool = False
     cuda_graphs: bool = False
 
@@ -80,6 +83,7 @@ class Combo:
         denoiser.use_fused_norm_silu(self.fused_norm_silu)
         denoiser.use_output_conv_by_taps(self.output_conv_by_taps)
         denoiser.use_conv_bias_apart(self.conv_bias_apart)
+        denoiser.use_dense_concat_gradients(self.dense_concat_gradients)
 
     def compiled(self, fn: Fn, *, cuda_graphs: bool = False) -> Fn:
         """``fn`` under ``torch.compile`` when this combo compiles, else ``fn`` itself.
@@ -132,7 +136,7 @@ COMBOS: dict[str, Combo] = {
             "fast",
             "bf16 autocast, channels-last-3d end to end (layout-preserving GroupNorm fused with SiLU), torch.compile, "
             "SDPA attention, separable upsampling, output convolution by taps, convolution biases added apart, "
-            "cuDNN autotuning, fused Adam, training step as CUDA graphs",
+            "dense skip gradients, cuDNN autotuning, fused Adam, training step as CUDA graphs",
             channels_last=True,
             autocast_dtype=torch.bfloat16,
             cudnn_benchmark=True,
@@ -143,6 +147,7 @@ COMBOS: dict[str, Combo] = {
             fused_norm_silu=True,
             output_conv_by_taps=True,
             conv_bias_apart=True,
+            dense_concat_gradients=True,
             fused_adam=True,
             cuda_graphs=True,
         ),
