@@ -8,10 +8,10 @@ from torch import nn
 import meddpm.kernels.normalization
 from meddpm import COMBOS, TrainStep, build_model
 from meddpm.kernels.concatenation import concat_channels
-from meddpm.kernels.convolution import conv3d_by_taps
+from meddpm.kernels.convolution import conv3d_by_gathered_taps, conv3d_by_taps
 from meddpm.kernels.normalization import group_norm_keep_layout, group_norm_silu_keep_layout
 from meddpm.kernels.upsampling import trilinear_upsample_2x
-from meddpm.model.nn import ThinConv3d
+from meddpm.model.nn import InputConv3d, ThinConv3d
 
 
 def test_forward_backward_on_tiny(tiny):
@@ -238,6 +238,37 @@ def test_convolution_by_taps_under_autocast_gives_the_products_dtype():
     torch.testing.assert_close(got.float(), expected.float(), rtol=0.05, atol=0.05)
 
 
+@pytest.mark.parametrize(
+    ("shape", "layout"),
+    [((1, 3, 4, 5, 6), torch.channels_last_3d), ((2, 2, 3, 4, 5), torch.contiguous_format)],
+)
+def test_convolution_by_gathered_taps_is_the_convolution(shape, layout):
+    x = torch.randn(shape, dtype=torch.float64).contiguous(memory_format=layout).requires_grad_()
+    weight = torch.randn(6, shape[1], 3, 3, 3, dtype=torch.float64, requires_grad=True)
+    bias = torch.randn(6, dtype=torch.float64, requires_grad=True)
+    got = conv3d_by_gathered_taps(x, weight, bias)
+    expected = F.conv3d(x, weight, bias, padding=1)
+    torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-12)
+    assert got.is_contiguous(memory_format=torch.channels_last_3d)
+    grad_out = torch.randn_like(expected)
+    for mine, theirs in zip(
+        torch.autograd.grad(got, (x, weight, bias), grad_out),
+        torch.autograd.grad(expected, (x, weight, bias), grad_out),
+    ):
+        torch.testing.assert_close(mine, theirs, rtol=1e-10, atol=1e-10)
+
+
+def test_convolution_by_gathered_taps_under_autocast_gathers_in_its_dtype():
+    conv = InputConv3d(3, 8)
+    conv.by_gathered_taps = True
+    x = torch.randn(1, 3, 3, 4, 5).contiguous(memory_format=torch.channels_last_3d)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = conv(x)
+        expected = F.conv3d(x, conv.weight, conv.bias, padding=1)
+    assert got.dtype == expected.dtype == torch.bfloat16
+    torch.testing.assert_close(got.float(), expected.float(), rtol=0.05, atol=0.05)
+
+
 def test_fast_configuration_hands_every_convolution_channels_last(tiny):
     model = build_model(tiny)
     COMBOS["fast"].configure(model.denoiser)
@@ -271,6 +302,8 @@ def test_kernel_variants_compute_the_same_denoiser(tiny):
     model.denoiser.use_fused_norm_silu(True)
     torch.testing.assert_close(model.denoiser(x, t), reference, rtol=1e-10, atol=1e-10)
     model.denoiser.use_output_conv_by_taps(True)
+    torch.testing.assert_close(model.denoiser(x, t), reference, rtol=1e-10, atol=1e-10)
+    model.denoiser.use_input_conv_by_taps(True)
     torch.testing.assert_close(model.denoiser(x, t), reference, rtol=1e-10, atol=1e-10)
     model.denoiser.use_conv_bias_apart(True)
     torch.testing.assert_close(model.denoiser(x, t), reference, rtol=1e-10, atol=1e-10)

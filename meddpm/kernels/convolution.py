@@ -1,8 +1,9 @@
-"""Convolutions computed otherwise: the bias added apart, and a thin convolution tap by tap.
+"""Convolutions computed otherwise: the bias added apart, and thin convolutions tap by tap.
 
 Replace ``F.conv3d`` with its bias (:class:`~meddpm.model.nn.Conv3d`, combo flag ``conv_bias_apart``)
 and, for the denoiser's last convolution, ``F.conv3d`` itself (:class:`~meddpm.model.nn.ThinConv3d`,
-combo flag ``output_conv_by_taps``). Why (docs/performance.md, fast v5 and v7a): under
+combo flag ``output_conv_by_taps``), and for its first (:class:`~meddpm.model.nn.InputConv3d`, combo
+flag ``input_conv_by_taps``; fast v9, docs/performance.md). Why (docs/performance.md, fast v5 and v7a): under
 ``torch.compile`` Inductor adds a convolution's bias in a pass of its own and writes the biased output
 out where it is saved for backward (a pass of 124 us over each 128^3 x 64 output so saved; added apart,
 kernel time 55.3 -> 54.1 ms on an H100); and cuDNN runs the 64 -> 1 channel convolution at 128^3 with Ampere-generation
@@ -10,12 +11,15 @@ kernels whose tiles are mostly padding (3.2 ms of them, and 30 copies), where a 
 a sum of shifted taps, its gradient written out as a gather, took training from 60.3 to 56.8 ms.
 Checked against ``F.conv3d`` by ``tests/test_model.py``: ``test_convolution_by_taps_is_the_convolution``
 (output and every gradient, 1e-10 in float64, both layouts),
-``test_convolution_by_taps_under_autocast_gives_the_products_dtype`` and
-``test_kernel_variants_compute_the_same_denoiser`` (both switches, the whole denoiser); on a GPU, under
+``test_convolution_by_taps_under_autocast_gives_the_products_dtype``, the same two for
+:func:`conv3d_by_gathered_taps`, and ``test_kernel_variants_compute_the_same_denoiser`` (every switch,
+the whole denoiser); on a GPU, under
 ``torch.compile``, by ``perf_tests/test_parity.py::test_fast_keeps_the_bf16_bounds``.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 import torch.nn.functional as F
@@ -50,6 +54,35 @@ def conv3d_by_taps(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
     if bias is not None:
         out = add_bias(out, bias)
     return out.contiguous(memory_format=memory_format_of(x))
+
+
+def conv3d_by_gathered_taps(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """A stride-1 3-D convolution with zero padding k // 2, as a gather of shifted inputs and one matrix product.
+
+    For few input channels: ``taps[v, (t, c)] = x[c, v + offset_t]`` (zero outside the volume) holds
+    each voxel's taps of every channel side by side in one row, written by one elementwise pass, and
+    ``out[v, o] = sum_(t, c) taps[v, (t, c)] w[o, c, t]`` is a GEMM on tensor cores whose output is
+    channels-last. The rows are padded with zeros to a multiple of 8 values (16 bytes in bf16): with
+    the 81 of 3 channels cuBLAS ran an unaligned Turing-generation kernel (issue 22). Under autocast
+    the taps are gathered in its dtype, as the convolution would cast its input. The output is
+    channels-last whatever ``x``'s layout (the layout ``fast`` uses), in the product's dtype. Meant
+    for a first layer, whose input needs no gradient: the gather's own gradient is a scatter.
+    """
+    n, c, *spatial = x.shape
+    out_channels, _, *kernel = weight.shape
+    if torch.is_autocast_enabled(x.device.type):
+        x = x.to(torch.get_autocast_dtype(x.device.type))
+    row = c * math.prod(kernel)
+    aligned = -(-row // 8) * 8
+    windows = F.pad(x, _same_padding(kernel)).permute(0, 2, 3, 4, 1)  # (n, D+2, H+2, W+2, c)
+    for dim, k in zip((1, 2, 3), kernel):
+        windows = windows.unfold(dim, k, 1)  # (n, D, H, W, c, kd, kh, kw)
+    taps = F.pad(windows.permute(0, 1, 2, 3, 5, 6, 7, 4).reshape(-1, row), (0, aligned - row))
+    by_tap = F.pad(weight.permute(2, 3, 4, 1, 0).reshape(row, out_channels), (0, 0, 0, aligned - row))
+    out = (taps @ by_tap).view(n, *spatial, out_channels).permute(0, 4, 1, 2, 3)
+    if bias is not None:
+        out = add_bias(out, bias)
+    return out
 
 
 def _shifted_tap_sum(by_tap: torch.Tensor) -> torch.Tensor:

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from meddpm.kernels.common import norm_dtype
-from meddpm.kernels.convolution import add_bias, conv3d_by_taps
+from meddpm.kernels.convolution import add_bias, conv3d_by_gathered_taps, conv3d_by_taps
 from meddpm.kernels.normalization import group_norm_keep_layout, group_norm_silu_keep_layout
 
 
@@ -91,6 +91,25 @@ class ThinConv3d(Conv3d):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.by_taps:
             return conv3d_by_taps(x, self.weight, self.bias)
+        return super().forward(x)
+
+
+class InputConv3d(Conv3d):
+    """The denoiser's first convolution (3x3x3, padding 1, few channels to many), optionally from gathered taps.
+
+    cuDNN runs it (3 -> 64 channels at 128^3) with Ampere-generation kernels, 0.7 ms forward and
+    0.4 ms weight gradient on an H200. With ``by_gathered_taps`` the same parameters compute the same
+    function through :func:`~meddpm.kernels.convolution.conv3d_by_gathered_taps`.
+    """
+
+    by_gathered_taps = False
+
+    def __init__(self, in_channels: int, out_channels: int):
+        super().__init__(in_channels, out_channels, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.by_gathered_taps:
+            return conv3d_by_gathered_taps(x, self.weight, self.bias)
         return super().forward(x)
 
 

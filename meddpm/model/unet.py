@@ -19,7 +19,15 @@ from torch import nn
 from meddpm.kernels.concatenation import concat_channels
 from meddpm.kernels.upsampling import trilinear_upsample_2x
 from meddpm.model.config import ModelConfig
-from meddpm.model.nn import Conv3d, GroupNorm32, GroupNormSiLU, ThinConv3d, timestep_embedding, zero_init
+from meddpm.model.nn import (
+    Conv3d,
+    GroupNorm32,
+    GroupNormSiLU,
+    InputConv3d,
+    ThinConv3d,
+    timestep_embedding,
+    zero_init,
+)
 
 
 class ResBlock(nn.Module):
@@ -136,7 +144,7 @@ class UNet3D(nn.Module):
         self.time_embed = nn.Sequential(nn.Linear(c, emb_dim), nn.SiLU(), nn.Linear(emb_dim, emb_dim))
 
         ch = c * config.channel_mult[0]
-        self.input_blocks = nn.ModuleList([EmbedSequential(Conv3d(config.in_channels, ch, 3, padding=1))])
+        self.input_blocks = nn.ModuleList([EmbedSequential(InputConv3d(config.in_channels, ch))])
         skip_channels = [ch]
         ds = 1
         last_level = len(config.channel_mult) - 1
@@ -191,6 +199,10 @@ class UNet3D(nn.Module):
     def use_output_conv_by_taps(self, enabled: bool = True) -> None:
         """Compute the last convolution with :func:`~meddpm.kernels.convolution.conv3d_by_taps` (or not)."""
         self._switch(ThinConv3d, "by_taps", enabled)
+
+    def use_input_conv_by_taps(self, enabled: bool = True) -> None:
+        """Compute the first convolution with :func:`~meddpm.kernels.convolution.conv3d_by_gathered_taps` (or not)."""
+        self._switch(InputConv3d, "by_gathered_taps", enabled)
 
     def use_conv_bias_apart(self, enabled: bool = True) -> None:
         """Add every 3-D convolution's bias as an elementwise op after it (or inside it)."""

@@ -50,7 +50,9 @@ class Combo:
     SiLU after it one function, differentiated by hand (the same function, see
     :func:`meddpm.kernels.normalization.group_norm_silu_keep_layout`); ``output_conv_by_taps`` computes the last
     convolution as a matrix product and a sum of shifted slices (the same function, see
-    :func:`meddpm.kernels.convolution.conv3d_by_taps`); ``conv_bias_apart`` adds each convolution's bias as an
+    :func:`meddpm.kernels.convolution.conv3d_by_taps`); ``input_conv_by_taps`` computes the first convolution as a
+    gather of shifted inputs and a matrix product (the same function, see
+    :func:`meddpm.kernels.convolution.conv3d_by_gathered_taps`); ``conv_bias_apart`` adds each convolution's bias as an
     elementwise op after it (the same function, see :class:`meddpm.model.nn.Conv3d`); ``dense_concat_gradients``
     joins the decoder's skips so that their gradients reach the convolutions dense (the same function, see
     :func:`meddpm.kernels.concatenation.concat_channels`); ``fused_adam`` uses
@@ -70,6 +72,7 @@ class Combo:
     layout_preserving_norm: bool = False
     fused_norm_silu: bool = False
     output_conv_by_taps: bool = False
+    input_conv_by_taps: bool = False
     conv_bias_apart: bool = False
     dense_concat_gradients: bool = False
     fused_adam: bool = False
@@ -82,6 +85,7 @@ class Combo:
         denoiser.use_layout_preserving_norm(self.layout_preserving_norm)
         denoiser.use_fused_norm_silu(self.fused_norm_silu)
         denoiser.use_output_conv_by_taps(self.output_conv_by_taps)
+        denoiser.use_input_conv_by_taps(self.input_conv_by_taps)
         denoiser.use_conv_bias_apart(self.conv_bias_apart)
         denoiser.use_dense_concat_gradients(self.dense_concat_gradients)
 
@@ -135,8 +139,9 @@ COMBOS: dict[str, Combo] = {
         Combo(
             "fast",
             "bf16 autocast, channels-last-3d end to end (layout-preserving GroupNorm fused with SiLU), torch.compile, "
-            "SDPA attention, separable upsampling, output convolution by taps, convolution biases added apart, "
-            "dense skip gradients, cuDNN autotuning, fused Adam, training step as CUDA graphs",
+            "SDPA attention, separable upsampling, first and last convolutions by taps, "
+            "convolution biases added apart, dense skip gradients, cuDNN autotuning, fused Adam, "
+            "training step as CUDA graphs",
             channels_last=True,
             autocast_dtype=torch.bfloat16,
             cudnn_benchmark=True,
@@ -146,6 +151,7 @@ COMBOS: dict[str, Combo] = {
             layout_preserving_norm=True,
             fused_norm_silu=True,
             output_conv_by_taps=True,
+            input_conv_by_taps=True,
             conv_bias_apart=True,
             dense_concat_gradients=True,
             fused_adam=True,
