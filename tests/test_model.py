@@ -227,13 +227,14 @@ def test_concat_channels_is_cat(layout):
     assert not any(b.is_contiguous(memory_format=layout) for b in theirs_grads)
 
 
-def test_convolution_by_taps_under_autocast_gives_the_products_dtype():
-    conv = ThinConv3d(4, 1)
-    conv.by_taps = True
+@pytest.mark.parametrize(("module", "switch"), [(ThinConv3d(4, 1), "by_taps"), (InputConv3d(4, 8), "by_gathered_taps")])
+def test_convolution_by_taps_under_autocast_gives_the_products_dtype(module, switch):
+    # The gathered taps are gathered in autocast's dtype, as the convolution would cast its input.
+    setattr(module, switch, True)
     x = torch.randn(1, 4, 3, 4, 5).contiguous(memory_format=torch.channels_last_3d)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        got = conv(x)
-        expected = F.conv3d(x, conv.weight, conv.bias, padding=1)
+        got = module(x)
+        expected = F.conv3d(x, module.weight, module.bias, padding=1)
     assert got.dtype == expected.dtype == torch.bfloat16
     torch.testing.assert_close(got.float(), expected.float(), rtol=0.05, atol=0.05)
 
@@ -256,17 +257,6 @@ def test_convolution_by_gathered_taps_is_the_convolution(shape, layout):
         torch.autograd.grad(expected, (x, weight, bias), grad_out),
     ):
         torch.testing.assert_close(mine, theirs, rtol=1e-10, atol=1e-10)
-
-
-def test_convolution_by_gathered_taps_under_autocast_gathers_in_its_dtype():
-    conv = InputConv3d(3, 8)
-    conv.by_gathered_taps = True
-    x = torch.randn(1, 3, 3, 4, 5).contiguous(memory_format=torch.channels_last_3d)
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        got = conv(x)
-        expected = F.conv3d(x, conv.weight, conv.bias, padding=1)
-    assert got.dtype == expected.dtype == torch.bfloat16
-    torch.testing.assert_close(got.float(), expected.float(), rtol=0.05, atol=0.05)
 
 
 def test_fast_configuration_hands_every_convolution_channels_last(tiny):

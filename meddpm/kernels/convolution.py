@@ -11,9 +11,9 @@ kernels whose tiles are mostly padding (3.2 ms of them, and 30 copies), where a 
 a sum of shifted taps, its gradient written out as a gather, took training from 60.3 to 56.8 ms.
 Checked against ``F.conv3d`` by ``tests/test_model.py``: ``test_convolution_by_taps_is_the_convolution``
 (output and every gradient, 1e-10 in float64, both layouts),
-``test_convolution_by_taps_under_autocast_gives_the_products_dtype``, the same two for
-:func:`conv3d_by_gathered_taps`, and ``test_kernel_variants_compute_the_same_denoiser`` (every switch,
-the whole denoiser); on a GPU, under
+``test_convolution_by_taps_under_autocast_gives_the_products_dtype`` (both functions),
+``test_convolution_by_gathered_taps_is_the_convolution`` and
+``test_kernel_variants_compute_the_same_denoiser`` (every switch, the whole denoiser); on a GPU, under
 ``torch.compile``, by ``perf_tests/test_parity.py::test_fast_keeps_the_bf16_bounds``.
 """
 

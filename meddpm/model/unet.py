@@ -227,11 +227,7 @@ class UNet3D(nn.Module):
             h = block(h, emb)
             skips.append(h)
         h = self.middle_block(h, emb)
-        concat = concat_channels if self.dense_concat_gradients else _cat_channels
         for block in self.output_blocks:
-            h = block(concat([h, skips.pop()]), emb)
+            parts = [h, skips.pop()]
+            h = block(concat_channels(parts) if self.dense_concat_gradients else torch.cat(parts, dim=1), emb)
         return self.out(h)
-
-
-def _cat_channels(parts: list[torch.Tensor]) -> torch.Tensor:
-    return torch.cat(parts, dim=1)
