@@ -124,6 +124,19 @@ def test_concat_operators_pass_pytorchs_operator_checks():
     torch.library.opcheck(torch.ops.meddpm.split_channels_dense.default, (grad, [3, 5]))
 
 
+@pytest.mark.gpu
+def test_few_channel_operators_pass_pytorchs_operator_checks():
+    # Opaque operators (Triton kernels): their fakes, schemas and registered gradient against the real run.
+    pytest.importorskip("triton")
+    from meddpm.kernels import few_channel_convolution
+
+    padded = torch.randn(2, 3, 10, 9, 8, device="cuda", dtype=torch.bfloat16)
+    by_tap = torch.randn(81, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    torch.library.opcheck(few_channel_convolution.conv3d_few_channels, (padded, by_tap))
+    grad = torch.randn(2 * 8 * 7 * 6, 64, device="cuda", dtype=torch.bfloat16)
+    torch.library.opcheck(torch.ops.meddpm.few_channel_conv3d_weight_grad.default, (padded, grad, 81))
+
+
 def test_registration_reaches_an_inductor_table_memoised_before_it():
     # Inductor memoises its decomposition table on first use; a compile before ours must not hide them.
     overloads = [getattr(torch.ops.meddpm, name).default for name in KERNEL_OPERATORS]

@@ -259,6 +259,49 @@ def test_convolution_by_gathered_taps_is_the_convolution(shape, layout):
         torch.testing.assert_close(mine, theirs, rtol=1e-10, atol=1e-10)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+@pytest.mark.parametrize(
+    ("shape", "out_channels", "layout"),
+    [
+        ((1, 3, 20, 18, 17), 64, torch.channels_last_3d),
+        ((2, 2, 9, 16, 11), 32, torch.contiguous_format),
+        ((2, 3, 8, 8, 8), 64, torch.channels_last_3d),
+        ((1, 4, 33, 7, 8), 128, torch.channels_last_3d),
+    ],
+)
+def test_few_channel_kernels_are_the_convolution(shape, out_channels, layout, compiled):
+    # The Triton kernels against cuDNN under bf16 autocast: output, layout, weight and bias gradients.
+    # Both sum bf16 products in float32, in different orders. Compiled, the input comes out of a
+    # kernel of Inductor's, whose layout it chooses (at batch 2 a triton_op read the second volume
+    # with trace-time strides: issue 22).
+    pytest.importorskip("triton")
+    from meddpm.kernels import few_channel_convolution
+
+    torch.manual_seed(0)
+    conv = InputConv3d(shape[1], out_channels).cuda()
+    reference = InputConv3d(shape[1], out_channels).cuda()
+    reference.load_state_dict(conv.state_dict())
+    conv.by_gathered_taps = True
+    x = torch.randn(shape, device="cuda").contiguous(memory_format=layout)
+    grad_out = torch.randn(shape[0], out_channels, *shape[2:], device="cuda")
+    assert few_channel_convolution.applies(x.bfloat16(), conv.weight)
+
+    def run(module):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            return module(2.0 * x - 1.0)
+
+    got = (torch.compile(run, fullgraph=True) if compiled else run)(conv)
+    expected = run(reference)
+    assert got.dtype == expected.dtype == torch.bfloat16
+    assert got.is_contiguous(memory_format=torch.channels_last_3d)
+    torch.testing.assert_close(got.float(), expected.float(), rtol=2e-2, atol=2e-2)
+    got.backward(grad_out)
+    expected.backward(grad_out)
+    for mine, theirs in zip(conv.parameters(), reference.parameters()):
+        torch.testing.assert_close(mine.grad, theirs.grad, rtol=2e-2, atol=2e-2 * theirs.grad.abs().max().item())
+
+
 def test_fast_configuration_hands_every_convolution_channels_last(tiny):
     model = build_model(tiny)
     COMBOS["fast"].configure(model.denoiser)

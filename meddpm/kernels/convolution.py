@@ -3,7 +3,7 @@
 Replace ``F.conv3d`` with its bias (:class:`~meddpm.model.nn.Conv3d`, combo flag ``conv_bias_apart``)
 and, for the denoiser's last convolution, ``F.conv3d`` itself (:class:`~meddpm.model.nn.ThinConv3d`,
 combo flag ``output_conv_by_taps``), and for its first (:class:`~meddpm.model.nn.InputConv3d`, combo
-flag ``input_conv_by_taps``; fast v9, docs/performance.md). Why (docs/performance.md, fast v5 and v7a): under
+flag ``input_conv_by_taps``; fast v9 and v10, docs/performance.md). Why (docs/performance.md, fast v5 and v7a): under
 ``torch.compile`` Inductor adds a convolution's bias in a pass of its own and writes the biased output
 out where it is saved for backward (a pass of 124 us over each 128^3 x 64 output so saved; added apart,
 kernel time 55.3 -> 54.1 ms on an H100); and cuDNN runs the 64 -> 1 channel convolution at 128^3 with Ampere-generation
@@ -13,12 +13,14 @@ Checked against ``F.conv3d`` by ``tests/test_model.py``: ``test_convolution_by_t
 (output and every gradient, 1e-10 in float64, both layouts),
 ``test_convolution_by_taps_under_autocast_gives_the_products_dtype`` (both functions),
 ``test_convolution_by_gathered_taps_is_the_convolution`` and
-``test_kernel_variants_compute_the_same_denoiser`` (every switch, the whole denoiser); on a GPU, under
-``torch.compile``, by ``perf_tests/test_parity.py::test_fast_keeps_the_bf16_bounds``.
+``test_kernel_variants_compute_the_same_denoiser`` (every switch, the whole denoiser); on a GPU by
+``test_few_channel_kernels_are_the_convolution`` (the first convolution's Triton kernels against cuDNN)
+and, under ``torch.compile``, by ``perf_tests/test_parity.py::test_fast_keeps_the_bf16_bounds``.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import math
 
 import torch
@@ -26,6 +28,12 @@ import torch.nn.functional as F
 
 from meddpm.kernels.common import memory_format_of, norm_dtype, per_channel
 from meddpm.kernels.operators import inlined_operator
+
+# CPU-only installs of PyTorch come without Triton.
+if importlib.util.find_spec("triton") is not None:
+    from meddpm.kernels import few_channel_convolution
+else:
+    few_channel_convolution = None
 
 
 def add_bias(out: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
@@ -67,11 +75,20 @@ def conv3d_by_gathered_taps(x: torch.Tensor, weight: torch.Tensor, bias: torch.T
     the taps are gathered in its dtype, as the convolution would cast its input. The output is
     channels-last whatever ``x``'s layout (the layout ``fast`` uses), in the product's dtype. Meant
     for a first layer, whose input needs no gradient: the gather's own gradient is a scatter.
+
+    On a GPU, where Triton is installed and :func:`~meddpm.kernels.few_channel_convolution.applies`
+    (3x3x3 over at most 4 channels, in bf16 or fp16, an input without gradient), Triton kernels of our
+    own gather the taps in registers instead of writing them out (fast v10, docs/performance.md).
     """
     n, c, *spatial = x.shape
     out_channels, _, *kernel = weight.shape
     if torch.is_autocast_enabled(x.device.type):
         x = x.to(torch.get_autocast_dtype(x.device.type))
+    if few_channel_convolution is not None and few_channel_convolution.applies(x, weight):
+        by_tap = weight.permute(2, 3, 4, 1, 0).reshape(-1, out_channels).to(x.dtype)
+        out = few_channel_convolution.conv3d_few_channels(F.pad(x, _same_padding(kernel)), by_tap)
+        out = out.view(n, *spatial, out_channels).permute(0, 4, 1, 2, 3)
+        return add_bias(out, bias) if bias is not None else out
     row = c * math.prod(kernel)
     aligned = -(-row // 8) * 8
     windows = F.pad(x, _same_padding(kernel)).permute(0, 2, 3, 4, 1)  # (n, D+2, H+2, W+2, c)

@@ -35,9 +35,21 @@ def inlined_operator(name: str, fn: Callable[..., object], fake: Callable[..., o
     strides without computing them (what Dynamo traces with). The result is called like ``fn`` and
     takes ``register_autograd``; outside ``torch.compile`` it runs ``fn``.
     """
+    operator = opaque_operator(name, fn, fake)
+    _INLINED[name] = fn
+    return operator
+
+
+def opaque_operator(name: str, fn: Callable[..., object], fake: Callable[..., object]):
+    """``fn`` as the custom operator ``meddpm::name``, which Inductor calls as it is, unfused.
+
+    For kernels of our own (Triton's) that must see their tensors' real strides when they run:
+    Inductor may lay out an intermediate otherwise than its fake tensor said at trace time. ``fake``
+    gives the outputs' shapes, dtypes and strides. An opaque call needs no version in the compile
+    caches' keys: it runs ``fn``'s current code.
+    """
     operator = torch.library.custom_op(f"{NAMESPACE}::{name}", fn, mutates_args=())
     operator.register_fake(fake)
-    _INLINED[name] = fn
     return operator
 
 

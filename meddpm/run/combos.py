@@ -51,7 +51,7 @@ class Combo:
     :func:`meddpm.kernels.normalization.group_norm_silu_keep_layout`); ``output_conv_by_taps`` computes the last
     convolution as a matrix product and a sum of shifted slices (the same function, see
     :func:`meddpm.kernels.convolution.conv3d_by_taps`); ``input_conv_by_taps`` computes the first convolution as a
-    gather of shifted inputs and a matrix product (the same function, see
+    gather of shifted inputs and a matrix product, on a GPU in Triton kernels of our own (the same function, see
     :func:`meddpm.kernels.convolution.conv3d_by_gathered_taps`); ``conv_bias_apart`` adds each convolution's bias as an
     elementwise op after it (the same function, see :class:`meddpm.model.nn.Conv3d`); ``dense_concat_gradients``
     joins the decoder's skips so that their gradients reach the convolutions dense (the same function, see
