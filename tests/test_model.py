@@ -275,8 +275,8 @@ def test_convolution_by_gathered_taps_is_the_convolution(shape, layout):
 def test_few_channel_kernels_are_the_convolution(shape, out_channels, layout, compiled):
     # The Triton kernels against cuDNN under bf16 autocast: output, layout, weight and bias gradients.
     # Both sum bf16 products in float32, in different orders. Compiled, the input comes out of a
-    # kernel of Inductor's, whose layout it chooses (at batch 2 a triton_op read the second volume
-    # with trace-time strides: issue 22).
+    # kernel of Inductor's, whose layout it chooses (as triton_op these kernels failed the parity
+    # test at batch 2 under torch.compile; issue 22).
     pytest.importorskip("triton")
     from meddpm.kernels import few_channel_convolution
 
@@ -324,8 +324,8 @@ def test_fast_configuration_hands_every_convolution_channels_last(tiny):
 @pytest.mark.parametrize("dense", [False, True])
 def test_decoder_frees_each_block_input_once_joined(tiny, dense):
     # An eager forward must not keep the last decoder block's inputs, the previous block's output and
-    # the first skip, alive once joined: 64 channels at 128^3 each at the paper preset, which in
-    # training nothing else holds (cat saves no input; autocast's GroupNorm saves its fp32 copy).
+    # the first skip, alive once joined: 64 channels at 128^3 each at the paper preset, which eager
+    # training need not hold (cat saves no input; under autocast GroupNorm saves its fp32 copy).
     model = build_model(tiny)
     model.denoiser.use_dense_concat_gradients(dense)
     joined = [model.denoiser.output_blocks[-2], model.denoiser.input_blocks[0]]

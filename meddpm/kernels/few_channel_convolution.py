@@ -27,7 +27,7 @@ from meddpm.kernels.operators import opaque_operator
 
 _FORWARD_BLOCK = 128
 _WEIGHT_GRAD_BLOCK = 64
-# Enough programs to fill an H100's or H200's 132 SMs twice; each adds a partial sum of 88 x 64.
+# Enough programs to fill an H100's or H200's 132 SMs twice; each writes a float32 partial sum (128 x 64 for 81 taps).
 _WEIGHT_GRAD_PROGRAMS = 264
 
 

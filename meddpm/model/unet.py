@@ -234,9 +234,10 @@ class UNet3D(nn.Module):
     def _join(self, h: torch.Tensor, skip: torch.Tensor) -> torch.Tensor:
         """A decoder block's input: ``h`` and its skip joined along channels.
 
-        A function of its own so that no local of :meth:`forward` holds ``h`` or the skip after the
-        join: in eager combos the last decoder block's input (64 channels at 128^3, 512 MiB in fp32)
-        then outlived it, and ``opt2``, ``opt12`` and ``amp_bf16`` peaked 0.5 GiB higher (issue 22).
+        A method of its own so that no local of :meth:`forward` holds ``h`` or the skip once they are
+        joined: held in a list there, the last decoder block's inputs (64 channels at 128^3 each)
+        outlived the join while the output layers ran, and the eager ``opt2``, ``opt12`` and
+        ``amp_bf16`` peaked 0.5 GiB higher (issue 22).
         """
         parts = [h, skip]
         return concat_channels(parts) if self.dense_concat_gradients else torch.cat(parts, dim=1)
