@@ -84,22 +84,20 @@ def conv3d_by_gathered_taps(x: torch.Tensor, weight: torch.Tensor, bias: torch.T
     out_channels, _, *kernel = weight.shape
     if torch.is_autocast_enabled(x.device.type):
         x = x.to(torch.get_autocast_dtype(x.device.type))
-    if few_channel_convolution is not None and few_channel_convolution.applies(x, weight):
-        by_tap = weight.permute(2, 3, 4, 1, 0).reshape(-1, out_channels).to(x.dtype)
-        out = few_channel_convolution.conv3d_few_channels(F.pad(x, _same_padding(kernel)), by_tap)
-        out = out.view(n, *spatial, out_channels).permute(0, 4, 1, 2, 3)
-        return add_bias(out, bias) if bias is not None else out
     row = c * math.prod(kernel)
-    aligned = -(-row // 8) * 8
-    windows = F.pad(x, _same_padding(kernel)).permute(0, 2, 3, 4, 1)  # (n, D+2, H+2, W+2, c)
-    for dim, k in zip((1, 2, 3), kernel):
-        windows = windows.unfold(dim, k, 1)  # (n, D, H, W, c, kd, kh, kw)
-    taps = F.pad(windows.permute(0, 1, 2, 3, 5, 6, 7, 4).reshape(-1, row), (0, aligned - row))
-    by_tap = F.pad(weight.permute(2, 3, 4, 1, 0).reshape(row, out_channels), (0, 0, 0, aligned - row))
-    out = (taps @ by_tap).view(n, *spatial, out_channels).permute(0, 4, 1, 2, 3)
-    if bias is not None:
-        out = add_bias(out, bias)
-    return out
+    padded = F.pad(x, _same_padding(kernel))  # (n, c, D+2, H+2, W+2)
+    by_tap = weight.permute(2, 3, 4, 1, 0).reshape(row, out_channels)  # rows in (tap, channel) order
+    if few_channel_convolution is not None and few_channel_convolution.applies(x, weight):
+        by_voxel = few_channel_convolution.conv3d_few_channels(padded, by_tap.to(x.dtype))
+    else:
+        aligned = -(-row // 8) * 8
+        windows = padded.permute(0, 2, 3, 4, 1)  # (n, D+2, H+2, W+2, c)
+        for dim, k in zip((1, 2, 3), kernel):
+            windows = windows.unfold(dim, k, 1)  # (n, D, H, W, c, kd, kh, kw)
+        taps = F.pad(windows.permute(0, 1, 2, 3, 5, 6, 7, 4).reshape(-1, row), (0, aligned - row))
+        by_voxel = taps @ F.pad(by_tap, (0, 0, 0, aligned - row))
+    out = by_voxel.view(n, *spatial, out_channels).permute(0, 4, 1, 2, 3)
+    return add_bias(out, bias) if bias is not None else out
 
 
 def _shifted_tap_sum(by_tap: torch.Tensor) -> torch.Tensor:
