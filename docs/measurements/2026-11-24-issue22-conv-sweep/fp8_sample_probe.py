@@ -68,23 +68,31 @@ def _(x8, w8, scale, bias):
 _original_forward = meddpm_nn.Conv3d.forward
 
 
-def _forward_fp8_at_full_resolution(self, x: torch.Tensor) -> torch.Tensor:
-    applies = (
+def e4m3_rows(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(cout, cin, 3, 3, 3) float weights -> e4m3 rows (cout, 27 * cin), tap-major, and their per-row scales."""
+    scale = weight.abs().amax(dim=(1, 2, 3, 4)).clamp_min(1e-12) / E4M3_MAX
+    scaled = (weight / scale[:, None, None, None, None]).permute(0, 2, 3, 4, 1).reshape(weight.shape[0], -1)
+    return scaled.to(torch.float8_e4m3fn).contiguous(), scale
+
+
+def kernel_applies(conv: meddpm_nn.Conv3d, x: torch.Tensor) -> bool:
+    """Whether ``conv(x)`` is a 3x3x3 convolution at width 128 that the float8 kernel computes."""
+    return (
         x.is_cuda
-        and not torch.is_grad_enabled()
-        and self.kernel_size == (3, 3, 3)
-        and self.padding == (1, 1, 1)
-        and self.stride == (1, 1, 1)
+        and conv.kernel_size == (3, 3, 3)
+        and conv.padding == (1, 1, 1)
+        and conv.stride == (1, 1, 1)
         and x.shape[-1] == 128
         and x.shape[-2] % 4 == 0
-        and self.in_channels % 64 == 0
-        and self.out_channels % 64 == 0
+        and conv.in_channels % 64 == 0
+        and conv.out_channels % 64 == 0
     )
-    if not applies:
+
+
+def _forward_fp8_at_full_resolution(self, x: torch.Tensor) -> torch.Tensor:
+    if torch.is_grad_enabled() or not kernel_applies(self, x):
         return _original_forward(self, x)
-    weight = self.weight.float()
-    scale = weight.abs().amax(dim=(1, 2, 3, 4)).clamp_min(1e-12) / E4M3_MAX
-    w8 = (weight / scale[:, None, None, None, None]).permute(0, 2, 3, 4, 1).reshape(self.out_channels, -1)
+    w8, scale = e4m3_rows(self.weight.float())
     if not torch.compiler.is_compiling():
         ACTIVATION_AMAX.append(float(x.abs().max()))
     # Scaled up, small activations stay out of e4m3's subnormals (below 2^-6); clamped, large ones
@@ -92,7 +100,7 @@ def _forward_fp8_at_full_resolution(self, x: torch.Tensor) -> torch.Tensor:
     x8 = (x * ACTIVATION_SCALE).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
     x8 = x8.contiguous(memory_format=torch.channels_last_3d)
     bias = self.bias.float() if self.bias is not None else torch.zeros_like(scale)
-    return fp8_conv3d(x8, w8.to(torch.float8_e4m3fn).contiguous(), scale / ACTIVATION_SCALE, bias)
+    return fp8_conv3d(x8, w8, scale / ACTIVATION_SCALE, bias)
 
 
 def randomise_zero_parameters(model: torch.nn.Module) -> None:

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from fp8_sample_probe import E4M3_MAX, fp8_conv3d  # noqa: E402
+from fp8_sample_probe import E4M3_MAX, e4m3_rows, fp8_conv3d, kernel_applies  # noqa: E402
 
 from meddpm.measure.kernel_mix import category_shares, profile_kernels  # noqa: E402
 from meddpm.measure.timing import time_once, time_synchronized  # noqa: E402
@@ -36,17 +36,10 @@ from meddpm.run.train import TrainStep  # noqa: E402
 _original_forward = meddpm_nn.Conv3d.forward
 
 
-def _per_row_e4m3(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(cout, cin, 3, 3, 3) float weights -> e4m3 rows (cout, 27 * cin) in tap-major order and their scales."""
-    scale = rows.abs().amax(dim=(1, 2, 3, 4)).clamp_min(1e-12) / E4M3_MAX
-    scaled = (rows / scale[:, None, None, None, None]).permute(0, 2, 3, 4, 1).reshape(rows.shape[0], -1)
-    return scaled.to(torch.float8_e4m3fn).contiguous(), scale
-
-
 class _Float8Conv3d(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, bias):
-        w8, scale = _per_row_e4m3(weight.float())
+        w8, scale = e4m3_rows(weight.float())
         x8 = x.clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn).contiguous(memory_format=torch.channels_last_3d)
         ctx.save_for_backward(x8, weight)
         return fp8_conv3d(x8, w8, scale, bias.float())
@@ -58,7 +51,7 @@ class _Float8Conv3d(torch.autograd.Function):
         g_scale = g.abs().amax().float().clamp_min(1e-30) / E4M3_MAX
         g8 = (g / g_scale).to(torch.float8_e4m3fn).contiguous(memory_format=torch.channels_last_3d)
         flipped = weight.float().flip(2, 3, 4).transpose(0, 1)  # (cin, cout, 3, 3, 3)
-        wt8, t_scale = _per_row_e4m3(flipped)
+        wt8, t_scale = e4m3_rows(flipped)
         grad_x = fp8_conv3d(g8, wt8, t_scale * g_scale, torch.zeros_like(t_scale))
         _, grad_w, grad_b = torch.ops.aten.convolution_backward(
             g.bfloat16(), x8.bfloat16(), weight.bfloat16(), [weight.shape[0]],
@@ -68,19 +61,7 @@ class _Float8Conv3d(torch.autograd.Function):
 
 
 def _forward_fp8_at_full_resolution(self, x: torch.Tensor) -> torch.Tensor:
-    applies = (
-        x.is_cuda
-        and x.dtype == torch.bfloat16
-        and self.kernel_size == (3, 3, 3)
-        and self.padding == (1, 1, 1)
-        and self.stride == (1, 1, 1)
-        and x.shape[-1] == 128
-        and x.shape[-2] % 4 == 0
-        and self.in_channels % 64 == 0
-        and self.out_channels % 64 == 0
-        and self.bias is not None
-    )
-    if not applies:
+    if x.dtype != torch.bfloat16 or self.bias is None or not kernel_applies(self, x):
         return _original_forward(self, x)
     return _Float8Conv3d.apply(x, self.weight, self.bias)
 
