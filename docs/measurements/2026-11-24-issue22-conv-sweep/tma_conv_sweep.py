@@ -13,9 +13,11 @@ wide side of the tile (voxels) on the operand that wgmma reads from shared memor
 
 The same kernel is the input gradient of a stride-1, padding-1 convolution (weights flipped in space,
 in and out channels swapped), so its speed stands for two of the three convolutions of a training step.
+With float8 (e4m3) operands it writes bf16; ``EPILOGUE`` (used by ``fp8_sample_probe.py`` and
+``fp8_train_probe.py``) multiplies by a per-output-channel scale and adds a bias before the store.
 
-    python3 docs/measurements/2026-11-24-issue22-conv-sweep/tma_conv_sweep.py            # sweep, GPU
-    python3 docs/measurements/2026-11-24-issue22-conv-sweep/tma_conv_sweep.py --check    # values only
+    python3 docs/measurements/2026-11-24-issue22-conv-sweep/tma_conv_sweep.py [--fp8]            # sweep, GPU
+    python3 docs/measurements/2026-11-24-issue22-conv-sweep/tma_conv_sweep.py [--fp8] --check    # values only
 """
 
 import argparse
