@@ -100,11 +100,22 @@ class Side:
 Transform = Callable[[torch.Tensor], torch.Tensor]
 
 
+def randomise_zero_initialised(model: torch.nn.Module, generator: torch.Generator) -> None:
+    """Give every all-zero parameter small random values (N(0, 0.05^2), drawn from ``generator``).
+
+    At the original's init the zero-initialised layers make the noise prediction exactly zero and
+    most gradients vanish, so any comparison of numerics would be trivial.
+    """
+    with torch.no_grad():
+        for p in model.parameters():
+            if not p.any():
+                p.copy_(torch.randn(p.shape, generator=generator) * 0.05)
+
+
 def run_case(case: Case, side: Side, input_transform: Transform | None = None) -> dict[str, torch.Tensor]:
     """Loss, prediction, one sampling step and gradients of ``case`` under ``side``.
 
-    The zero-initialised layers get small random weights first: at the original's init the
-    prediction is exactly zero and most gradients vanish, which would make parity trivial.
+    The zero-initialised layers get small random weights first (:func:`randomise_zero_initialised`).
     ``input_transform`` is applied to every input tensor (used to plant layout bugs).
     """
     cfg = case.config()
@@ -116,10 +127,7 @@ def run_case(case: Case, side: Side, input_transform: Transform | None = None) -
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(case.seed)
         model = build_model(cfg)
-    with torch.no_grad():
-        for p in model.parameters():
-            if not p.any():
-                p.copy_(torch.randn(p.shape, generator=gen) * 0.05)
+    randomise_zero_initialised(model, gen)
 
     images, masks = phantom_batch(cfg.volume, case.batch, cfg.out_channels, cfg.mask_channels, seed=case.seed)
     noise = torch.randn(images.shape, generator=gen)

@@ -13,8 +13,9 @@ and bf16 out. Everything else is `fast` as it is.
 
 The first two print warm-up, full samples and kernel time a step; the third the denoiser's noise
 prediction at three timesteps (eager), with and without the float8 convolutions, against strict FP32
-eager (relative RMS and largest error). As in ``meddpm.measure.parity``, the zero-initialised layers
-get small random weights first: at init the prediction is exactly zero. One JSON line, prefix PROBE.
+eager (relative RMS and largest error). As in the parity tests, the zero-initialised layers get small
+random weights first (``meddpm.measure.parity.randomise_zero_initialised``): at init the prediction
+is zero. One JSON line, prefix PROBE.
 """
 
 import argparse
@@ -30,10 +31,11 @@ sys.path.insert(0, str(Path(__file__).parent))
 from tma_conv_sweep import _conv3d_tma_kernel  # noqa: E402
 
 from meddpm.measure.kernel_mix import category_shares, profile_kernels  # noqa: E402
+from meddpm.measure.parity import randomise_zero_initialised  # noqa: E402
 from meddpm.measure.timing import time_once  # noqa: E402
 from meddpm.model import nn as meddpm_nn  # noqa: E402
 from meddpm.model.config import ModelConfig  # noqa: E402
-from meddpm.run.combos import get_combo  # noqa: E402
+from meddpm.run.combos import Combo, get_combo  # noqa: E402
 from meddpm.run.sampling import Sampler  # noqa: E402
 
 E4M3_MAX = 448.0
@@ -103,34 +105,17 @@ def _forward_fp8_at_full_resolution(self, x: torch.Tensor) -> torch.Tensor:
     return fp8_conv3d(x8, w8, scale / ACTIVATION_SCALE, bias)
 
 
-def randomise_zero_parameters(model: torch.nn.Module) -> None:
-    """Give the zero-initialised layers small random weights, as ``meddpm.measure.parity.run_case`` does."""
-    gen = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        for p in model.parameters():
-            if not p.any():
-                p.copy_(torch.randn(p.shape, generator=gen) * 0.05)
-
-
-def noise_predictions(sampler: Sampler, combo_scope: bool) -> list[torch.Tensor]:
-    """The denoiser's noise estimate at t = 999, 500, 10 for one fixed x_t (eager, no compile)."""
+def noise_predictions(sampler: Sampler, combo: Combo) -> list[torch.Tensor]:
+    """The denoiser's noise estimate at t = 999, 500, 10 for one fixed x_t (eager), under ``combo``'s
+    backend flags and autocast (the ``baseline`` combo: strict FP32)."""
     g = torch.Generator(sampler.device).manual_seed(1)
     x_t = torch.randn(sampler.masks[:, :1].shape, generator=g, device=sampler.device)
     x_t = x_t.contiguous(memory_format=sampler.combo.memory_format)
     out = []
     for t in (999, 500, 10):
         tt = torch.full((1,), t, device=sampler.device, dtype=torch.long)
-        with torch.inference_mode():
-            if combo_scope:
-                with sampler.combo.flags(), sampler.combo.autocast(sampler.device):
-                    out.append(sampler.model.predict_noise(x_t, tt, sampler.masks).float())
-            else:  # strict FP32: no autocast, no TF32
-                tf32 = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-                torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
-                try:
-                    out.append(sampler.model.predict_noise(x_t, tt, sampler.masks).float())
-                finally:
-                    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32
+        with torch.inference_mode(), combo.flags(), combo.autocast(sampler.device):
+            out.append(sampler.model.predict_noise(x_t, tt, sampler.masks).float())
     return out
 
 
@@ -154,13 +139,13 @@ def main() -> None:
     sampler = Sampler(ModelConfig.preset("paper"), get_combo("fast"), device)
     out = {"mode": args.mode, "triton": triton.__version__}
     if args.mode == "numerics":
-        randomise_zero_parameters(sampler.model)
-        reference = noise_predictions(sampler, combo_scope=False)
-        out["bf16_vs_fp32"] = errors(noise_predictions(sampler, combo_scope=True), reference)
+        randomise_zero_initialised(sampler.model, torch.Generator().manual_seed(0))
+        reference = noise_predictions(sampler, get_combo("baseline"))
+        out["bf16_vs_fp32"] = errors(noise_predictions(sampler, sampler.combo), reference)
         meddpm_nn.Conv3d.forward = _forward_fp8_at_full_resolution
         global ACTIVATION_SCALE
         for ACTIVATION_SCALE in (1.0, 16.0, 64.0):
-            out[f"fp8_x{ACTIVATION_SCALE:g}_vs_fp32"] = errors(noise_predictions(sampler, combo_scope=True), reference)
+            out[f"fp8_x{ACTIVATION_SCALE:g}_vs_fp32"] = errors(noise_predictions(sampler, sampler.combo), reference)
         out["activation_amax"] = round(max(ACTIVATION_AMAX), 2)
         print("PROBE " + json.dumps(out), flush=True)
         return

@@ -20,13 +20,13 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 from fp8_sample_probe import E4M3_MAX, e4m3_rows, fp8_conv3d, kernel_applies  # noqa: E402
 
 from meddpm.measure.kernel_mix import category_shares, profile_kernels  # noqa: E402
+from meddpm.measure.stats import Stats  # noqa: E402
 from meddpm.measure.timing import time_once, time_synchronized  # noqa: E402
 from meddpm.model import nn as meddpm_nn  # noqa: E402
 from meddpm.model.config import ModelConfig  # noqa: E402
@@ -81,9 +81,8 @@ def main() -> None:
     for _ in range(3):
         warmup.append(round(time_once(lambda: out["losses"].append(float(step())), device) / 1e3, 2))
     out["warmup_s"] = warmup
-    samples = np.array([time_synchronized(step, device) for _ in range(args.rounds)])
-    q1, median, q3 = np.percentile(samples, [25, 50, 75])
-    out.update(median_ms=round(float(median), 3), rel_iqr=round(float((q3 - q1) / median), 4))
+    stats = Stats.from_samples([time_synchronized(step, device) for _ in range(args.rounds)])
+    out.update(median_ms=round(stats.median, 3), rel_iqr=round(stats.rel_iqr, 4))
     kernels = profile_kernels(step, iterations=2)
     out["kernel_ms"] = {str(k): round(float(v), 3) for k, v in category_shares(kernels)["ms"].items()}
     out["top_kernels_us"] = [[r.kernel[:70], round(r.us, 1)] for r in kernels.head(12).itertuples()]
