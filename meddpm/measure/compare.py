@@ -1,6 +1,6 @@
 """Comparing two sets of per-process medians: the ratio, its interval, a test and what it could see.
 
-The unit here is a *process*: each one builds its own CUDA context, autotunes cuDNN and
+The unit here is a *process*: each one builds its own CUDA context and cuDNN plans and
 compiles with Inductor anew, so its median iteration time carries the noise that rounds
 inside one process never show (measured on H200s: rounds 0.05-1 %, processes up to 0.3 %,
 machine starts 2.5 %). Process medians of one machine are compared on the log scale, where a

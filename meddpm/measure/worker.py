@@ -1,7 +1,7 @@
 """``python -m meddpm.measure.worker``: one measuring process, the unit of process-level replication.
 
 The suite and ``meddpm-bench`` start several of these (``--perf-processes`` / ``--processes``),
-each with a fresh CUDA context, cuDNN autotuning and Inductor compilation, and judge the
+each with a fresh CUDA context, cuDNN plans and Inductor compilation, and judge the
 spread of their medians. For an A/B run against a git revision the same command runs from
 that revision's checkout, so its arguments and its JSON (schema ``meddpm-worker/1``) are a
 protocol between revisions: change them only with a new schema name. The environment variable

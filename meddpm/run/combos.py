@@ -140,11 +140,15 @@ COMBOS: dict[str, Combo] = {
             "fast",
             "bf16 autocast, channels-last-3d end to end (layout-preserving GroupNorm fused with SiLU), torch.compile, "
             "SDPA attention, separable upsampling, first and last convolutions by taps, "
-            "convolution biases added apart, dense skip gradients, cuDNN autotuning, fused Adam, "
+            "convolution biases added apart, dense skip gradients, cuDNN's heuristics (no autotuning), fused Adam, "
             "training step as CUDA graphs",
             channels_last=True,
             autocast_dtype=torch.bfloat16,
-            cudnn_benchmark=True,
+            # No cuDNN autotuning: to autotune, PyTorch builds an execution plan for every engine
+            # cuDNN offers, NVRTC-compiling the runtime-compiled ones, in every process: 4-7 s of a
+            # warm first iteration. The heuristics' engines train as fast on an H200 and sample 0.4 %
+            # faster; an H100 trains 0.8 % slower (docs/performance.md, issue 22).
+            cudnn_benchmark=False,
             compile=True,
             sdpa_attention=True,
             separable_upsample=True,
