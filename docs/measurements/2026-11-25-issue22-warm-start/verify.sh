@@ -15,7 +15,7 @@ for pass in cold warm; do
 done
 timeout 200 python3 -m pytest perf_tests/test_parity.py -k fast_keeps -p no:cacheprovider > "$out/parity.log" 2>&1
 echo "parity rc=$?" | tee -a "$out/summary.txt"
-tail -1 "$out"/suite-*.log "$out/parity.log"
+tail -n 1 "$out"/suite-*.log "$out/parity.log"
 grep -h "warm-up fast\|fast " "$out/suite-warm.log" | head -8
 # The device returns a few files only.
 tar -C "$out" -czf "$out/logs.tar.gz" $(cd "$out" && ls -d *.log results-*) && rm -r "$out"/*.log "$out"/results-*
