@@ -7,8 +7,9 @@ test reads the wall clock: iterations advance the injected clock.
 
 import json
 import math
+import statistics
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from types import SimpleNamespace
 
 import pytest
@@ -28,7 +29,7 @@ from meddpm.measure.energy import (
     update_period_s,
     update_times,
 )
-from meddpm.measure.energy_block import run_block
+from meddpm.measure.energy_block import Probe, probe_combo, run_block
 from meddpm.measure.heat_soak import SoakPlan
 from meddpm.measure.nvml import GpuState
 from meddpm.measure.power_sampler import PowerSampler, poll_period
@@ -241,6 +242,53 @@ def test_combo_result_reports_energy_per_volume_sample_and_tflop_per_joule():
     payload = r.as_dict()
     assert payload["energy_method"] == "counter-window/1" and payload["energy_period_ms"] == pytest.approx(100.0)
     assert payload["energy_quantisation"] == e.quantisation
+
+
+def test_one_process_spreads_its_interpolated_windows_as_the_counter_steps_are_in_the_bound():
+    # Short windows on a steady 600 W card: the plain counter's windows differ by whole steps, which
+    # the bound covers already; interpolated, the windows agree, and the spread says the card was steady.
+    block = measure(FakeCard(Clock(), watts=600.0), 0.05, error_target=0.05)
+    plain = [w.counter_j / w.iterations for w in block.windows]
+    assert 2 * statistics.stdev(plain) / statistics.mean(plain) > 0.02
+    e = result_with(block).energy
+    assert e.spread < 0.002 and e.j_per_iter == pytest.approx(30.0, rel=e.quantisation)
+
+
+def test_without_interpolated_figures_the_windows_spread_as_the_counter_reads():
+    block = measure(FakeCard(Clock(), watts=600.0), 0.05, error_target=0.05)
+    plain = [w.counter_j / w.iterations for w in block.windows]
+    windows = tuple(replace(w, interpolated_j=None) if i == 1 else w for i, w in enumerate(block.windows))
+    assert result_with(replace(block, windows=windows)).energy.replicates == pytest.approx(plain)
+
+
+def test_a_probe_times_the_combo_back_to_back_and_reads_its_power():
+    # The rounds' median said 0.5 s (a first process, still compiling); back to back an iteration takes 50 ms.
+    card = FakeCard(Clock(), watts=450.0, swing_w=40.0)
+    probe = probe_combo(lambda: card.clock.advance(0.05), CPU, FakeSampler(card), 0.5, clock=card.clock)
+    assert probe.iteration_s == pytest.approx(0.05) and probe.power_w == pytest.approx(450.0, rel=0.05)
+    longer = probe_combo(lambda: card.clock.advance(0.05), CPU, FakeSampler(card), 0.05, clock=card.clock)
+    assert longer.iteration_s == pytest.approx(0.05) and longer.power_w == pytest.approx(450.0, rel=0.02)
+
+
+def test_the_energy_blocks_take_their_turns_from_the_lowest_probed_power_up(micro, monkeypatch):
+    monkeypatch.setattr("meddpm.measure.campaign.open_gpu", lambda device: (WallCard(), ""))
+    monkeypatch.setattr("meddpm.measure.campaign.poll_period", lambda read: PERIOD_S)
+    powers = {"baseline": 600.0, "opt2": 400.0, "opt1": 500.0}
+    probes = iter(powers.values())  # in the campaign's order of combos
+    monkeypatch.setattr("meddpm.measure.campaign.probe_combo", lambda *a, **k: Probe(0.01, next(probes)))
+    order = []
+
+    def block(step, device, sampler, period_s, iteration_s, *rest):
+        order.append(next(name for name, s in campaign.steps.items() if s is step))
+        return measure(FakeCard(Clock(), watts=500.0), iteration_s)
+
+    monkeypatch.setattr("meddpm.measure.campaign.measure_soaked_block", block)
+    settings = CampaignSettings(warmup=0, min_rounds=1, max_rounds=1)
+    campaign = Campaign(micro, [COMBOS[c] for c in powers], CPU, settings=settings)
+    lines = []
+    campaign.run(lambda p: lines.append(p) if p.phase == "energy" else None)
+    assert order == ["opt2", "opt1", "baseline"]
+    assert [p.combo for p in lines] == order and "probed at 400 W" in lines[0].detail
 
 
 def test_energy_survives_the_worker_json_and_merges_over_processes():

@@ -1,10 +1,17 @@
-"""The soak before an energy block, on a fake card whose temperature follows a fake clock."""
+"""Energy windows that run until the temperature holds, on a fake card whose temperature follows a fake clock."""
 
 from __future__ import annotations
 
 import pytest
+import torch
 
-from meddpm.measure.heat_soak import Soak, SoakPlan, soak
+from meddpm.measure.energy import BlockPlan
+from meddpm.measure.energy_block import run_soaked_block
+from meddpm.measure.heat_soak import Soak, SoakPlan, settled
+
+CPU = torch.device("cpu")
+# Leads of 0.1 s, windows of 1 s at 50 ms an iteration, three windows kept.
+PLAN = BlockPlan(lead=2, window_iterations=20, windows=3)
 
 
 class Card:
@@ -12,58 +19,80 @@ class Card:
 
     def __init__(self, temperature, iteration_s: float = 0.05):
         self.t, self.iteration_s, self.curve = 0.0, iteration_s, temperature
-        self.steps = self.syncs = 0
+        self.steps = 0
 
     def step(self) -> None:
         self.t += self.iteration_s
         self.steps += 1
 
-    def sync(self) -> None:
-        self.syncs += 1
-
     def temperature_c(self) -> int:
         return round(self.curve(self.t))
 
-    def soak(self, plan: SoakPlan | None = None) -> Soak:
-        plan = plan or SoakPlan()
-        return soak(self.step, self.iteration_s, self.temperature_c, self.sync, plan, clock=lambda: self.t)
+    def start(self) -> None:  # the sampler: readings are not what these tests look at
+        pass
+
+    def stop(self) -> list:
+        return []
+
+    def soak(self, plan: BlockPlan = PLAN, soak_plan: SoakPlan | None = None):
+        soak_plan = soak_plan or SoakPlan()
+        return run_soaked_block(self.step, CPU, self, plan, self.temperature_c, soak_plan, clock=lambda: self.t)
 
 
-def test_a_warming_card_settles_once_its_temperature_holds_for_the_window():
-    # 1 °C a second from 40 °C to 52 °C at 12 s, then flat: settled when 5 s of readings stay within 1 °C.
+def test_settled_needs_every_reading_of_the_span_within_the_tolerance_of_the_latest():
+    plan = SoakPlan(window_s=5.0)
+    warming = [(float(t), 40 + t) for t in range(13)]
+    assert not settled(warming, since_s=9.0, plan=plan)
+    flat = warming + [(13.0, 52), (14.0, 52), (15.0, 52), (16.0, 52), (17.0, 52)]
+    assert settled(flat, since_s=14.0, plan=plan)  # 12-17 s: 51 or 52, the reading at 12 s the span's first
+    assert not settled(flat, since_s=10.0, plan=plan)  # a longer span reaches back to 50 °C
+
+
+def test_a_span_before_the_first_reading_has_not_held():
+    assert not settled([(0.0, 50), (3.0, 50)], since_s=1.0, plan=SoakPlan(window_s=5.0))
+
+
+def test_a_warming_card_keeps_the_windows_after_its_temperature_holds():
+    # 1 °C a second from 40 °C to 52 °C at 12 s, then flat.
     card = Card(lambda t: 40 + min(t, 12.0))
-    result = card.soak()
-    assert result.settled and result.start_c == 40 and result.end_c == 52
-    assert 15.0 <= result.seconds <= 17.0  # 5 s after the reads came within 1 °C of 52
-    assert card.syncs == pytest.approx(card.steps / 10, abs=1)  # 0.5 s of 50 ms iterations between reads
+    run, soak = card.soak()
+    assert soak.settled and (soak.start_c, soak.end_c) == (40, 52)
+    assert 12.0 <= run.edges_s[0] <= 16.0 and soak.seconds == pytest.approx(run.edges_s[0])
+    assert len(run.edges_s) == 4 and run.gpu_s == pytest.approx([1.0, 1.0, 1.0])
 
 
 def test_a_card_cooling_from_a_hotter_combo_settles_too():
-    card = Card(lambda t: 60 - min(t, 8.0))
-    result = card.soak()
-    assert result.settled and (result.start_c, result.end_c) == (60, 52) and result.seconds < 14.0
+    run, soak = Card(lambda t: 60 - min(t, 8.0)).soak()
+    assert soak.settled and (soak.start_c, soak.end_c) == (60, 52) and 8.0 <= soak.seconds <= 12.0
 
 
-def test_a_card_at_its_temperature_already_settles_after_one_window():
-    result = Card(lambda t: 55.0).soak()
-    assert result.settled and result.seconds == pytest.approx(5.0, abs=0.5)
+def test_a_card_at_its_temperature_already_keeps_the_first_windows_that_span_the_settling_time():
+    card = Card(lambda t: 55.0)
+    run, soak = card.soak()
+    # Five seconds must have held. On the CPU the window queued ahead has run by the time the host
+    # decides, so the decision at 5.1 s keeps the three windows up to it, from 2.1 s on.
+    assert soak.settled and soak.seconds == pytest.approx(2.1)
+    assert card.steps == 2 + 5 * 20 + 2  # lead, five windows back to back, lead: no pause in between
+
+
+def test_windows_as_long_as_the_settling_time_cost_nothing_more():
+    card = Card(lambda t: 55.0)
+    run, soak = card.soak(BlockPlan(lead=2, window_iterations=40, windows=3))  # 6 s of windows
+    assert soak.settled and soak.seconds == pytest.approx(0.1)  # the first three windows, after the lead
+    assert card.steps == 2 + 3 * 40 + 2
 
 
 def test_a_card_still_warming_at_the_limit_stops_there_and_says_so():
-    card = Card(lambda t: 40 + t / 2)  # 2.5 °C per 5 s window: never within 1 °C
-    result = card.soak(SoakPlan(max_s=20.0))
-    assert not result.settled and result.seconds == pytest.approx(20.0, abs=0.5)
-    assert result.describe() == "40 -> 50 °C in 20 s (not settled in 20 s)"
+    card = Card(lambda t: 40 + t / 2)  # 2.5 °C per 5 s: never within 1 °C
+    run, soak = card.soak(soak_plan=SoakPlan(max_s=20.0))
+    assert not soak.settled and 17.0 <= soak.seconds <= 18.0  # the last three windows before 20 s
+    assert soak.describe().endswith("(not settled in 17 s)")
 
 
-def test_iterations_longer_than_the_poll_are_read_between_each():
-    card = Card(lambda t: 50.0, iteration_s=1.2)  # a baseline iteration: one per read
-    card.soak()
-    assert card.steps == card.syncs
+def test_the_kept_windows_time_the_iterations_the_block_reads():
+    run, soak = Card(lambda t: 50.0, iteration_s=0.07).soak()
+    assert soak.iteration_s == pytest.approx(0.07)
 
 
-def test_the_soak_times_the_iterations_the_block_is_planned_with():
-    # The rounds' median said 0.5 s (a first process, still autotuning); back to back they take 50 ms.
-    card = Card(lambda t: 50.0, iteration_s=0.05)
-    result = soak(card.step, 0.5, card.temperature_c, card.sync, SoakPlan(), clock=lambda: card.t)
-    assert result.iteration_s == pytest.approx(0.05)
+def test_a_soak_reads_back_from_its_line():
+    assert Soak(46, 52, 18.2, True, 0.05).describe() == "46 -> 52 °C in 18 s"

@@ -1,14 +1,20 @@
-"""Running one block of back-to-back iterations, with its windows' edges on the sampler's clock.
+"""Running blocks of back-to-back iterations, with their windows' edges on the sampler's clock.
 
 A block is a lead, some windows and another lead, queued without a synchronisation in between,
 so the card works steadily across every edge. On a GPU, CUDA events mark the edges and give
 each window's GPU time; one event recorded while the device is idle anchors them to the host
 clock that the sampler's readings carry. On the CPU (tests) the iterations are synchronous and
 the clock is read at each edge.
+
+Three kinds of block: a fixed plan (:func:`run_block`, for full samples); a plan whose windows
+run until the card's temperature has settled over the last of them (:func:`run_soaked_block`,
+for training steps: the soak and the windows are one run); and a short probe of a combo's time
+per iteration and power (:func:`probe_combo`), to order the soaked blocks by power.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,8 +22,20 @@ from typing import Protocol
 
 import torch
 
-from meddpm.measure.energy import BlockEnergy, BlockPlan, Reading, block_energy, update_period_s, update_times
+from meddpm.measure.energy import (
+    BlockEnergy,
+    BlockPlan,
+    Reading,
+    block_energy,
+    plan_block,
+    update_period_s,
+    update_times,
+)
+from meddpm.measure.heat_soak import Soak, SoakPlan, settled
 from meddpm.measure.timing import synchronize
+
+# A probe runs a combo back to back at least this long (s): a few updates of the instant power.
+PROBE_S = 0.5
 
 
 class Sampler(Protocol):
@@ -37,6 +55,61 @@ class BlockRun:
     readings: list[Reading]
 
 
+@dataclass(frozen=True)
+class Probe:
+    """A combo run briefly back to back: its time per iteration (s) and the card's mean power meanwhile (W)."""
+
+    iteration_s: float
+    power_w: float
+
+
+class _Edges:
+    """Edges marked between queued iterations: CUDA events on a GPU, clock reads on the CPU."""
+
+    def __init__(self, device: torch.device, clock: Callable[[], float]):
+        self.clock, self.on_gpu = clock, device.type == "cuda"
+        self._marks: list[torch.cuda.Event | float] = []
+        if self.on_gpu:
+            # The device is idle (synchronised), so the anchor runs the moment it is queued: now.
+            self._anchor, self._t0 = self._event(), clock()
+            self._anchor.record()
+
+    def __len__(self) -> int:
+        return len(self._marks)
+
+    def mark(self) -> None:
+        """An edge after everything queued so far."""
+        if self.on_gpu:
+            event = self._event()
+            event.record()
+            self._marks.append(event)
+        else:
+            self._marks.append(self.clock())
+
+    def wait(self, i: int, poll: Callable[[], None] = lambda: None) -> None:
+        """Until edge ``i`` has passed, calling ``poll`` meanwhile (and once after)."""
+        mark = self._marks[i]
+        if isinstance(mark, torch.cuda.Event):
+            while not mark.query():
+                poll()
+                time.sleep(0.01)  # lets the sampler thread run
+        poll()
+
+    def time_s(self, i: int) -> float:
+        """Edge ``i`` (passed) on the host clock."""
+        mark = self._marks[i]
+        return self._t0 + self._anchor.elapsed_time(mark) / 1e3 if isinstance(mark, torch.cuda.Event) else mark
+
+    def seconds(self, i: int, j: int) -> float:
+        """Device time from edge ``i`` to edge ``j`` (both passed)."""
+        a, b = self._marks[i], self._marks[j]
+        return a.elapsed_time(b) / 1e3 if isinstance(a, torch.cuda.Event) else b - a
+
+    @staticmethod
+    def _event() -> torch.cuda.Event:
+        return torch.cuda.Event(enable_timing=True)
+
+
 def run_block(
     step: Callable[[], object],
     device: torch.device,
@@ -50,11 +123,100 @@ def run_block(
     synchronize(device)
     sampler.start()
     try:
-        run = _on_gpu if device.type == "cuda" else _on_host
-        edges, gpu_s = run(step, lead, plan, clock)
+        edges = _Edges(device, clock)
+        _repeat(lead, plan.lead)
+        edges.mark()
+        for _ in range(plan.windows):
+            _repeat(step, plan.window_iterations)
+            edges.mark()
+        _repeat(lead, plan.lead)
+        edges.mark()
+        edges.wait(len(edges) - 1)
     finally:
         readings = sampler.stop()
-    return BlockRun(edges, gpu_s, readings)
+    return _window_run(edges, 0, plan.windows, readings)
+
+
+def run_soaked_block(
+    step: Callable[[], object],
+    device: torch.device,
+    sampler: Sampler,
+    plan: BlockPlan,
+    temperature_c: Callable[[], int],
+    soak: SoakPlan,
+    clock: Callable[[], float] = time.perf_counter,
+) -> tuple[BlockRun, Soak]:
+    """Windows of ``plan``'s size back to back until the temperature has settled over the last ``plan.windows``.
+
+    The card runs the combo without a pause from the first lead to the last: one window is
+    always queued ahead while the host waits for the one before it, reading the temperature every
+    ``soak.poll_s``. Once the temperature has held over the windows completed of the last
+    ``plan.windows`` (the one still running being the last of them), the trailing lead is queued
+    and those windows are the block; after ``soak.max_s`` they are taken unsettled. A combo already
+    at its temperature thus costs its windows and leads only, not a soak before them.
+    """
+    synchronize(device)
+    sampler.start()
+    try:
+        edges = _Edges(device, clock)
+        started = clock()
+        history = [(started, temperature_c())]
+
+        def poll() -> None:
+            if clock() - history[-1][0] >= soak.poll_s:
+                history.append((clock(), temperature_c()))
+
+        _repeat(step, plan.lead)
+        edges.mark()
+        _repeat(step, plan.window_iterations)
+        edges.mark()
+        while True:
+            _repeat(step, plan.window_iterations)  # queued while the previous window still runs
+            edges.mark()
+            done = len(edges) - 2  # the edge that ends the last completed window
+            edges.wait(done, poll)
+            history.append((clock(), temperature_c()))
+            first = done + 1 - plan.windows  # the block's first edge, if it ended with the running window
+            if first < 0:
+                continue
+            held = settled(history, edges.time_s(first), soak)
+            if held or clock() - started >= soak.max_s:
+                break
+        _repeat(step, plan.lead)
+        edges.mark()
+        edges.wait(len(edges) - 1)
+        end_c = temperature_c()
+    finally:
+        readings = sampler.stop()
+    run = _window_run(edges, first, plan.windows, readings)
+    iteration_s = sum(run.gpu_s) / plan.iterations
+    return run, Soak(history[0][1], end_c, run.edges_s[0] - started, held, iteration_s)
+
+
+def probe_combo(
+    step: Callable[[], object],
+    device: torch.device,
+    sampler: Sampler,
+    iteration_s: float,
+    clock: Callable[[], float] = time.perf_counter,
+) -> Probe:
+    """Run ``step`` back to back for :data:`PROBE_S` or one iteration; ``iteration_s`` is a first guess at its time.
+
+    A guess far too long (a first process's rounds, still compiling) made the run short: it runs
+    again, planned from the time it measured. The power is the sampled instant power integrated
+    over the run, else the counter interpolated, else the plain counter, over its GPU time: good
+    enough to rank combos, not to report.
+    """
+    for _ in range(2):
+        plan = BlockPlan(lead=0, window_iterations=max(1, math.ceil(PROBE_S / iteration_s)), windows=1)
+        run = run_block(step, device, sampler, plan, clock=clock)
+        iteration_s = run.gpu_s[0] / plan.window_iterations
+        if run.gpu_s[0] >= PROBE_S / 2:
+            break
+    block = block_energy(run.readings, run.edges_s, [plan.window_iterations], run.gpu_s, 1.0)
+    (window,) = block.windows
+    joules = next(j for j in (window.integrated_j, window.interpolated_j, window.counter_j) if j is not None)
+    return Probe(iteration_s, joules / window.gpu_s)
 
 
 def measure_block(
@@ -70,46 +232,38 @@ def measure_block(
     The counter period the bound is taken with is the one seen under load where the sampler saw
     enough updates, else ``period_s`` (the idle one).
     """
-    run = run_block(step, device, sampler, plan, lead)
+    return _energy(run_block(step, device, sampler, plan, lead), plan, period_s)
+
+
+def measure_soaked_block(
+    step: Callable[[], object],
+    device: torch.device,
+    sampler: Sampler,
+    period_s: float,
+    iteration_s: float,
+    error_target: float,
+    windows: int,
+    temperature_c: Callable[[], int],
+    soak: SoakPlan,
+) -> BlockEnergy:
+    """The windows of :func:`run_soaked_block`, planned by :func:`meddpm.measure.energy.plan_block`, with their soak."""
+    plan = plan_block(period_s, iteration_s, error_target, windows)
+    run, soaked = run_soaked_block(step, device, sampler, plan, temperature_c, soak)
+    return _energy(run, plan, period_s, soaked)
+
+
+def _energy(run: BlockRun, plan: BlockPlan, period_s: float, soak: Soak | None = None) -> BlockEnergy:
     seen = update_period_s(update_times(run.readings)) or period_s
-    return block_energy(run.readings, run.edges_s, [plan.window_iterations] * plan.windows, run.gpu_s, seen)
+    block = block_energy(run.readings, run.edges_s, [plan.window_iterations] * plan.windows, run.gpu_s, seen)
+    return block if soak is None else BlockEnergy(block.windows, block.period_s, block.quantisation, block.trace, soak)
 
 
-def _on_gpu(
-    step: Callable[[], object], lead: Callable[[], object], plan: BlockPlan, clock: Callable[[], float]
-) -> tuple[list[float], list[float]]:
-    def event() -> torch.cuda.Event:
-        return torch.cuda.Event(enable_timing=True)
-
-    anchor, marks, end = event(), [event() for _ in range(plan.windows + 1)], event()
-    # The device is idle (synchronised), so the anchor runs the moment it is queued: now.
-    t0 = clock()
-    anchor.record()
-    for _ in range(plan.lead):
-        lead()
-    marks[0].record()
-    for mark in marks[1:]:
-        for _ in range(plan.window_iterations):
-            step()
-        mark.record()
-    for _ in range(plan.lead):
-        lead()
-    end.record()
-    end.synchronize()
-    edges = [t0 + anchor.elapsed_time(m) / 1e3 for m in marks]
-    return edges, [a.elapsed_time(b) / 1e3 for a, b in zip(marks, marks[1:])]
+def _window_run(edges: _Edges, first: int, windows: int, readings: list[Reading]) -> BlockRun:
+    """The run of the ``windows`` windows from edge ``first`` on."""
+    kept = range(first, first + windows + 1)
+    return BlockRun([edges.time_s(i) for i in kept], [edges.seconds(i, i + 1) for i in kept[:-1]], readings)
 
 
-def _on_host(
-    step: Callable[[], object], lead: Callable[[], object], plan: BlockPlan, clock: Callable[[], float]
-) -> tuple[list[float], list[float]]:
-    for _ in range(plan.lead):
-        lead()
-    edges = [clock()]
-    for _ in range(plan.windows):
-        for _ in range(plan.window_iterations):
-            step()
-        edges.append(clock())
-    for _ in range(plan.lead):
-        lead()
-    return edges, [b - a for a, b in zip(edges, edges[1:])]
+def _repeat(fn: Callable[[], object], times: int) -> None:
+    for _ in range(times):
+        fn()

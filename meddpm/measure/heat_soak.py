@@ -1,21 +1,21 @@
-"""Bringing the card to the combo's own steady temperature before its energy block.
+"""When the card has reached the combo's own steady temperature, so its energy windows can count.
 
 A chip's leakage power grows with its temperature, and the temperature a combo starts from
 depends on what ran before it: on an H100 (2026-11-23) the same baseline iteration read
 465.7 J at 46-48 °C, as the first work of a process on a cool card, and 481.7 J at 54-57 °C,
 right after ``fast`` had run at 700 W (3.4 % apart, each block's windows within 1.7 %). So the
-combo runs back to back until its temperature has settled, and only then is the block taken:
-every process measures the combo at the temperature that combo's own power holds the card at.
+combo runs back to back, its windows measured all along, until the temperature over the last
+windows has settled (:func:`meddpm.measure.energy_block.run_soaked_block`): every process
+measures the combo at the temperature that combo's own power holds the card at.
 
-"Settled" is a change of at most ``tolerance_c`` over the last ``window_s`` (NVML reads whole
-degrees), bounded by ``max_s``; a soak that hit the bound says so, and the block is taken anyway.
+"Settled" is a change of at most ``tolerance_c`` over the windows kept and at least the last
+``window_s`` (NVML reads whole degrees), bounded by ``max_s``; a soak that hit the bound says so,
+and its last windows are kept anyway.
 """
 
 from __future__ import annotations
 
-import math
-import time
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -26,13 +26,14 @@ class SoakPlan:
     window_s: float = 5.0
     tolerance_c: int = 1
     max_s: float = 30.0
-    poll_s: float = 0.5  # iterations are queued this long between two temperature reads
+    poll_s: float = 0.5  # the temperature is read this often while the iterations run
 
 
 @dataclass(frozen=True)
 class Soak:
-    """A finished soak: the temperatures at its start and end (°C), its length (s), whether it settled,
-    and the time per iteration over its last window (s), back to back at the block's temperature."""
+    """A finished soak: the temperatures at its start and at the end of the kept windows (°C), the seconds the combo
+    ran before those windows, whether it settled, and the time per iteration over the kept windows (s), back to back
+    at the combo's temperature."""
 
     start_c: int
     end_c: int
@@ -46,36 +47,16 @@ class Soak:
         return text if self.settled else f"{text} (not settled in {self.seconds:.0f} s)"
 
 
-def soak(
-    step: Callable[[], object],
-    iteration_s: float,
-    temperature_c: Callable[[], int],
-    synchronize: Callable[[], None],
-    plan: SoakPlan = SoakPlan(),
-    clock: Callable[[], float] = time.perf_counter,
-) -> Soak:
-    """Run ``step`` back to back until the temperature has settled (see the module's docstring).
+def settled(history: Sequence[tuple[float, int]], since_s: float, plan: SoakPlan) -> bool:
+    """Whether the temperature has held since ``since_s`` and over at least the last ``plan.window_s``.
 
-    Iterations are queued in batches of about ``plan.poll_s`` (``iteration_s`` is the combo's
-    median time), so the card never idles between them but for the host's read. The soak's own
-    time per iteration is what the block should be planned with: the rounds' median can be far
-    off on a first process, where compilation or autotuning still ran inside the few rounds (an
-    H100's first process timed ``fast``'s two rounds at 1455 and 54 ms, and the block planned
-    from their 755 ms median lasted 1.0 s).
+    ``history`` holds (host time in s, °C) readings in time order, the first taken when the combo
+    started. Held: every reading from the last one at or before the span's start on is within
+    ``plan.tolerance_c`` of the latest. A span reaching back before the first reading has not held.
     """
-    batch = max(1, math.ceil(plan.poll_s / iteration_s))
-    t0 = clock()
-    history = [(t0, temperature_c())]
-    while True:
-        for _ in range(batch):
-            step()
-        synchronize()
-        now = clock()
-        history.append((now, temperature_c()))
-        elapsed = now - t0
-        # The readings of the last window: from the last one at or before its start on.
-        window = history[max(i for i, (t, _) in enumerate(history) if t <= max(t0, now - plan.window_s)) :]
-        settled = elapsed >= plan.window_s and all(abs(c - window[-1][1]) <= plan.tolerance_c for _, c in window)
-        if settled or elapsed >= plan.max_s:
-            iteration_s = (window[-1][0] - window[0][0]) / (batch * (len(window) - 1))
-            return Soak(history[0][1], history[-1][1], elapsed, settled, iteration_s)
+    now, latest = history[-1]
+    start = min(since_s, now - plan.window_s)
+    if start < history[0][0]:
+        return False
+    first = max(i for i, (t, _) in enumerate(history) if t <= start)
+    return all(abs(c - latest) <= plan.tolerance_c for _, c in history[first:])
