@@ -241,6 +241,7 @@ def test_gpu_cases_exist_per_arch_and_skip_here_with_a_reason(suite):
         ("--perf-min-rounds=0", "--perf-min-rounds must be at least 1, got 0"),
         ("--perf-budget=0", "--perf-budget must be above 0, got 0.0"),
         ("--perf-median-precision=1", "--perf-median-precision must be 0 (off) or between 0 and 1, got 1.0"),
+        ("--perf-energy-bound=0", "--perf-energy-bound must be between 0 and 1, e.g. 0.02, got 0.0"),
         ("--arch=H 100", "--arch 'H 100' is not a valid architecture key"),
         ("--arch=cpu", "--arch takes a GPU architecture, not 'cpu'; the CPU cases need no --arch"),
     ],

@@ -36,6 +36,7 @@ WORKER_SCHEMA = "meddpm-worker/1"
 WORKER_MODULES = ("meddpm.measure.worker", "meddpm.worker")
 ENERGY_BLOCKS = "MEDDPM_ENERGY_BLOCKS"  # the worker's switch for its energy blocks
 MEDIAN_PRECISION = "MEDDPM_MEDIAN_PRECISION"  # the worker's median precision (CampaignSettings.median_precision)
+ENERGY_ERROR = "MEDDPM_ENERGY_ERROR"  # the worker's energy bound (CampaignSettings.energy_error)
 # Processes a side in an A/B run unless told otherwise: with the measured 0.3 % between-process
 # spread, five a side find 95 % of 1 % slowdowns (docs/statistics.md).
 AB_PROCESSES = 5
@@ -152,6 +153,7 @@ class ProcessCampaign:
                 "PYTHONPATH": os.pathsep.join(filter(None, [str(source.root), os.environ.get("PYTHONPATH")])),
                 ENERGY_BLOCKS: "1" if s.energy and energy else "0",
                 MEDIAN_PRECISION: str(s.median_precision),
+                ENERGY_ERROR: str(s.energy_error),
             }
             proc = subprocess.run(cmd, cwd=source.root, env=env, capture_output=True, text=True, timeout=self.timeout_s)
             if proc.returncode != 0 or not out.exists():

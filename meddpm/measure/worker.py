@@ -9,7 +9,8 @@ protocol between revisions: change them only with a new schema name. The environ
 that predates the blocks ignores it. ``MEDDPM_MEDIAN_PRECISION`` is the campaign's median precision
 (0 or unset: none); a worker that predates it stops by the IQR target alone, so in an A/B against
 such a revision that side's process medians carry more round noise (the test allows for it; its
-detectable change is larger).
+detectable change is larger). ``MEDDPM_ENERGY_ERROR`` is the counter bound the energy blocks are
+planned to (unset: the campaign's default).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import meddpm
 from meddpm.errors import UserError
 from meddpm.measure.campaign import Campaign, CampaignSettings
 from meddpm.measure.environment import environment
-from meddpm.measure.processes import ENERGY_BLOCKS, MEDIAN_PRECISION, WORKER_SCHEMA
+from meddpm.measure.processes import ENERGY_BLOCKS, ENERGY_ERROR, MEDIAN_PRECISION, WORKER_SCHEMA
 from meddpm.model.config import ModelConfig
 from meddpm.run.combos import get_combo
 
@@ -62,6 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         budget_s=args.budget,
         energy=os.environ.get(ENERGY_BLOCKS, "1") != "0",
         median_precision=float(os.environ.get(MEDIAN_PRECISION) or 0),
+        energy_error=float(os.environ.get(ENERGY_ERROR) or CampaignSettings.energy_error),
     )
     combos = [get_combo(name) for name in args.combos.split(",")]
     campaign = Campaign(ModelConfig.preset(args.preset), combos, device, batch_size=args.batch_size, settings=settings)

@@ -43,7 +43,8 @@ class SuiteOptions:
     compare_to: str | None = None  # a git revision to measure against, alternating processes
     history: str | None = None  # the history database the run is appended to; None: none
     median_precision: float | None = None  # None: the device's default
-    energy: bool = True  # an energy block per combo (a thermal soak, then counter windows)
+    energy: bool = True  # an energy block per combo (counter windows until the temperature holds)
+    energy_bound: float = 0.02  # the counter bound each energy block is planned to (CampaignSettings.energy_error)
 
     @property
     def in_processes(self) -> bool:
@@ -75,6 +76,7 @@ class SuiteOptions:
             # Off on CPU runners: their rounds spread 25 % and would run to the limit.
             median_precision=pick(self.median_precision, GPU_MEDIAN_PRECISION, 0.0),
             energy=self.energy,
+            energy_error=self.energy_bound,
         )
 
 
@@ -133,8 +135,16 @@ def add_options(parser: pytest.Parser) -> None:
         "--perf-energy",
         choices=("on", "off"),
         default="on",
-        help="on (default): after its rounds, each combo runs until the card's temperature settles and then "
-        "an energy block (about 40 s a combo on an H200); off: time and memory only, for a quick check",
+        help="on (default): after the rounds, each combo runs energy windows back to back until the card's "
+        "temperature holds over them (about 10 s a combo on an H200); off: time and memory only",
+    )
+    g.addoption(
+        "--perf-energy-bound",
+        type=float,
+        default=SuiteOptions.energy_bound,
+        help="plan each energy block so the counter's steps err by at most this share of its energy (default: "
+        f"{SuiteOptions.energy_bound}: with the default 10%% energy threshold, two such bounds leave 6%% to the runs' "
+        "spreads; a block lasts 0.125 s / bound at a 100 ms counter period)",
     )
     g.addoption(
         "--perf-benchmark-rounds",
@@ -245,6 +255,8 @@ def parse_options(config: pytest.Config) -> SuiteOptions:
     precision = opt("--perf-median-precision")
     if precision is not None and not 0 <= precision < 1:
         raise UserError(f"--perf-median-precision must be 0 (off) or between 0 and 1, got {precision}")
+    if not 0 < opt("--perf-energy-bound") < 1:
+        raise UserError(f"--perf-energy-bound must be between 0 and 1, e.g. 0.02, got {opt('--perf-energy-bound')}")
     saving = opt("--save-baseline") or opt("--force-save-baseline")
     if saving and opt("--perf-energy") == "off":
         raise UserError("--save-baseline stores energy too, which --perf-energy=off skips; drop one of them")
@@ -264,6 +276,7 @@ def parse_options(config: pytest.Config) -> SuiteOptions:
         budget_s=opt("--perf-budget"),
         median_precision=opt("--perf-median-precision"),
         energy=opt("--perf-energy") == "on",
+        energy_bound=opt("--perf-energy-bound"),
         benchmark_rounds=opt("--perf-benchmark-rounds"),
         results_dir=opt("--perf-results-dir"),
         ncu=_ncu_settings(config) if opt("--ncu") else None,
