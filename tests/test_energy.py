@@ -274,26 +274,19 @@ def test_the_energy_blocks_take_their_turns_from_the_lowest_probed_power_up(micr
     monkeypatch.setattr("meddpm.measure.campaign.open_gpu", lambda device: (WallCard(), ""))
     monkeypatch.setattr("meddpm.measure.campaign.poll_period", lambda read: PERIOD_S)
     powers = {"baseline": 600.0, "opt2": 400.0, "opt1": 500.0}
-    probed, order = [], []
-
-    def name_of(step) -> str:
-        return next(name for name, s in campaign.steps.items() if s is step)
-
-    def probe(step, *rest):
-        probed.append(name_of(step))
-        return Probe(0.01, powers[probed[-1]])
+    probes = iter(powers.values())  # in the campaign's order of combos
+    monkeypatch.setattr("meddpm.measure.campaign.probe_combo", lambda *a, **k: Probe(0.01, next(probes)))
+    order = []
 
     def block(step, device, sampler, period_s, iteration_s, *rest):
-        order.append(name_of(step))
+        order.append(next(name for name, s in campaign.steps.items() if s is step))
         return measure(FakeCard(Clock(), watts=500.0), iteration_s)
 
-    monkeypatch.setattr("meddpm.measure.campaign.probe_combo", probe)
     monkeypatch.setattr("meddpm.measure.campaign.measure_soaked_block", block)
     settings = CampaignSettings(warmup=0, min_rounds=1, max_rounds=1)
     campaign = Campaign(micro, [COMBOS[c] for c in powers], CPU, settings=settings)
     lines = []
     campaign.run(lambda p: lines.append(p) if p.phase == "energy" else None)
-    assert probed == ["opt1", "opt2", "baseline"]  # last to first
     assert order == ["opt2", "opt1", "baseline"]
     assert [p.combo for p in lines] == order and "probed at 400 W" in lines[0].detail
 

@@ -442,8 +442,8 @@ class Campaign:
         probe's time per iteration.
 
         The combos take their turns in the order of their probed power, lowest first: the card then only
-        warms from one combo's temperature to the next, in small steps, and no combo waits for it to cool,
-        which is slower (on an H200, amp_bf16 after opt12 had not settled after 30 s, cooling 53 -> 49 °C).
+        warms from one combo's temperature to the next, in small steps, and no combo waits for it to cool
+        (on an H200, amp_bf16 after opt12 had not settled after 30 s, cooling 53 -> 49 °C).
         """
         gpu, s = self._gpu, self.settings
         if gpu is None:
@@ -453,12 +453,9 @@ class Campaign:
             for r in self.results.values():
                 r.energy_note = "the energy counter is unsupported on this GPU or did not advance in 1.5 s"
             return
-        # Probed last to first: the combos go from plain to optimised, and the plain ones draw least, so the
-        # card usually ends its probes on the combo whose block comes first, not hot from `fast`'s 700 W
-        # (probed first to last, an H200's first block cooled 56 -> 46 °C and the next one hit the 30 s limit).
         probes = {
             name: probe_combo(step, self.device, PowerSampler(gpu), self.results[name].stats.median / 1e3)
-            for name, step in reversed(self.steps.items())
+            for name, step in self.steps.items()
         }
         order = sorted(self.steps, key=lambda name: probes[name].power_w)
         detail = f"{s.energy_windows} windows to a {s.energy_error:.0%} counter bound, once the temperature holds"
