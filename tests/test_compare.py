@@ -95,14 +95,15 @@ def test_energy_blocks_run_in_the_first_process_only_never_in_an_ab_run_nor_when
 ):
     from meddpm.measure import processes
     from meddpm.measure.campaign import CampaignSettings
-    from meddpm.measure.processes import ENERGY_BLOCKS, WORKER_SCHEMA, ProcessCampaign
+    from meddpm.measure.processes import ENERGY_BLOCKS, ENERGY_ERROR, WORKER_SCHEMA, ProcessCampaign
     from meddpm.model.config import ModelConfig
 
     switches = []
 
     def worker(cmd, env, **kwargs):
-        """A worker that measures nothing: it records its energy switch and writes an empty document."""
+        """A worker that measures nothing: it records its energy switch and bound and writes an empty document."""
         switches.append(env[ENERGY_BLOCKS])
+        assert env[ENERGY_ERROR] == "0.02"
         out = Path(cmd[cmd.index("--out") + 1])
         out.write_text(json.dumps({"schema": WORKER_SCHEMA, "package": str(tmp_path / "meddpm"), "results": []}))
         return subprocess.CompletedProcess(cmd, 0, "", "")
@@ -113,7 +114,7 @@ def test_energy_blocks_run_in_the_first_process_only_never_in_an_ab_run_nor_when
         ["baseline"],
         "cpu",
         batch_size=1,
-        settings=CampaignSettings(energy=energy),
+        settings=CampaignSettings(energy=energy, energy_error=0.02),
         processes=3,
         sources=[Source(label, tmp_path, "") for label in "AB"[:sources]],
     )

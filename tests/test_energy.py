@@ -275,11 +275,12 @@ def test_the_energy_blocks_take_their_turns_from_the_lowest_probed_power_up(micr
     monkeypatch.setattr("meddpm.measure.campaign.poll_period", lambda read: PERIOD_S)
     powers = {"baseline": 600.0, "opt2": 400.0, "opt1": 500.0}
     probes = iter(powers.values())  # in the campaign's order of combos
-    monkeypatch.setattr("meddpm.measure.campaign.probe_combo", lambda *a, **k: Probe(0.01, next(probes)))
-    order = []
+    monkeypatch.setattr("meddpm.measure.campaign.probe_combo", lambda *a, **k: Probe(0.0123, next(probes)))
+    order, planned_s = [], []
 
     def block(step, device, sampler, period_s, iteration_s, *rest):
         order.append(next(name for name, s in campaign.steps.items() if s is step))
+        planned_s.append(iteration_s)
         return measure(FakeCard(Clock(), watts=500.0), iteration_s)
 
     monkeypatch.setattr("meddpm.measure.campaign.measure_soaked_block", block)
@@ -288,7 +289,19 @@ def test_the_energy_blocks_take_their_turns_from_the_lowest_probed_power_up(micr
     lines = []
     campaign.run(lambda p: lines.append(p) if p.phase == "energy" else None)
     assert order == ["opt2", "opt1", "baseline"]
+    assert planned_s == [0.0123] * 3  # planned from the probe's back-to-back time, not the rounds' median
     assert [p.combo for p in lines] == order and "probed at 400 W" in lines[0].detail
+    assert "3 windows to a 1% counter bound" in lines[0].detail
+
+
+def test_processes_spread_as_their_interpolated_figures():
+    blocks = [measure(FakeCard(Clock(), watts=w), 0.05, error_target=0.05) for w in (600.0, 606.0, 594.0)]
+    runs = [result_with(b) for b in blocks]
+    e = _merged(runs).energy
+    interpolated = [sum(w.interpolated_j for w in b.windows) / b.iterations for b in blocks]
+    assert e.replicates == pytest.approx(interpolated) and e.replicates != pytest.approx(
+        [b.counter_j / b.iterations for b in blocks]
+    )
 
 
 def test_energy_survives_the_worker_json_and_merges_over_processes():

@@ -266,6 +266,11 @@ def test_the_energy_switch_reaches_the_campaign_settings(suite_options, energy):
     assert suite_options().campaign_settings(on_gpu=True).energy  # on unless switched off
 
 
+def test_the_energy_bound_reaches_the_campaign_settings(suite_options):
+    assert suite_options().campaign_settings(on_gpu=True).energy_error == 0.02  # the suite's default
+    assert suite_options(energy_bound=0.01).campaign_settings(on_gpu=True).energy_error == 0.01
+
+
 def test_torch_trace_records_stay_out_of_captured_logs(suite):
     # torch's structured-trace logger is always at DEBUG and does not propagate; pytest attaches
     # its capture handlers to such loggers, and `pytest -rA` showed hundreds of its lines per test.

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from meddpm.errors import UserError
-from meddpm.measure.energy import ENERGY_METHOD, BlockEnergy, EnergyEstimate
+from meddpm.measure.energy import ENERGY_METHOD, BlockEnergy, EnergyEstimate, WindowEnergy
 from meddpm.measure.energy_block import measure_soaked_block, probe_combo
 from meddpm.measure.flops import forward_flops, train_step_flops
 from meddpm.measure.heat_soak import SoakPlan
@@ -164,18 +164,22 @@ class ComboResult:
         """Energy per iteration over every block, its counter bound and its replicates (None if not measured).
 
         The replicates are the blocks' figures where several processes measured, else the one
-        block's windows, read with the counter interpolated where every window has that figure. The
-        plain counter's steps are the bound's share already; in the windows' spread they would count
-        twice, and more the shorter the windows: neighbours share an edge, so a step one window misses
-        the next one gains (2.3-3.2 % plain against 0.04-0.8 % interpolated, H200 blocks of 2026-11-24).
+        block's windows, both read with the counter interpolated where every window has that figure.
+        The plain counter's steps are the bound's share already; in the replicates' spread they would
+        count twice, and more the shorter the windows: neighbours share an edge, so a step one window
+        misses the next one gains (2.3-3.2 % plain against 0.04-0.8 % interpolated, H200 blocks of
+        2026-11-24).
         """
         blocks = [b for b in self.energy_blocks if b.iterations]
         if not blocks:
             return None
-        per_block = [b.counter_j / b.iterations for b in blocks]
-        first = blocks[0].windows
-        interpolated = all(w.interpolated_j is not None for w in first)
-        windows = [(w.interpolated_j if interpolated else w.counter_j) / w.iterations for w in first]
+        interpolated = all(w.interpolated_j is not None for b in blocks for w in b.windows)
+
+        def joules(w: WindowEnergy) -> float:
+            return w.interpolated_j if interpolated and w.interpolated_j is not None else w.counter_j
+
+        per_block = [sum(joules(w) for w in b.windows) / b.iterations for b in blocks]
+        windows = [joules(w) / w.iterations for w in blocks[0].windows]
         return EnergyEstimate(
             j_per_iter=sum(b.counter_j for b in blocks) / sum(b.iterations for b in blocks),
             # The total's error is a sum of the blocks' errors, each under its bound x its energy.
@@ -458,7 +462,7 @@ class Campaign:
             for name, step in self.steps.items()
         }
         order = sorted(self.steps, key=lambda name: probes[name].power_w)
-        detail = f"{s.energy_windows} windows to a {s.energy_error:.0%} counter bound, once the temperature holds"
+        detail = f"{s.energy_windows} windows to a {s.energy_error * 100:g}% counter bound, once the temperature holds"
         for done, name in enumerate(order, 1):
             notify(Progress("energy", name, done, len(order), f"{detail} (probed at {probes[name].power_w:.0f} W)"))
             block = measure_soaked_block(

@@ -83,7 +83,7 @@ class BlockEnergy:
     period_s: float
     quantisation: float  # bound on the relative error of the total counter energy
     trace: tuple[tuple[float, float | None, int | None, float], ...]  # (s from first edge, W, MHz, counter J)
-    soak: Soak | None = None  # how the card was brought to the combo's temperature first (None: it was not)
+    soak: Soak | None = None  # how long the combo ran before the kept windows, and at what temperatures (None: no soak)
 
     @classmethod
     def from_dict(cls, d: dict) -> BlockEnergy:

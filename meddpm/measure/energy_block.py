@@ -152,8 +152,9 @@ def run_soaked_block(
     always queued ahead while the host waits for the one before it, reading the temperature every
     ``soak.poll_s``. Once the temperature has held over the windows completed of the last
     ``plan.windows`` (the one still running being the last of them), the trailing lead is queued
-    and those windows are the block; after ``soak.max_s`` they are taken unsettled. A combo already
-    at its temperature thus costs its windows and leads only, not a soak before them.
+    and those windows are the block, settled if the temperature held to the end of the last one;
+    after ``soak.max_s`` they are taken unsettled. A combo already at its temperature thus costs its
+    windows and leads only, not a soak before them.
     """
     synchronize(device)
     sampler.start()
@@ -170,6 +171,7 @@ def run_soaked_block(
         edges.mark()
         _repeat(step, plan.window_iterations)
         edges.mark()
+        held = False
         while True:
             _repeat(step, plan.window_iterations)  # queued while the previous window still runs
             edges.mark()
@@ -184,13 +186,15 @@ def run_soaked_block(
                 break
         _repeat(step, plan.lead)
         edges.mark()
-        edges.wait(len(edges) - 1)
-        end_c = temperature_c()
+        edges.wait(len(edges) - 1, poll)
+        history.append((clock(), temperature_c()))
+        # The last kept window was still running at the decision: it must have held too.
+        held = held and settled(history, edges.time_s(first), soak)
     finally:
         readings = sampler.stop()
     run = _window_run(edges, first, plan.windows, readings)
     iteration_s = sum(run.gpu_s) / plan.iterations
-    return run, Soak(history[0][1], end_c, run.edges_s[0] - started, held, iteration_s)
+    return run, Soak(history[0][1], history[-1][1], run.edges_s[0] - started, held, iteration_s)
 
 
 def probe_combo(
@@ -253,8 +257,11 @@ def measure_soaked_block(
 
 
 def _energy(run: BlockRun, plan: BlockPlan, period_s: float, soak: Soak | None = None) -> BlockEnergy:
-    seen = update_period_s(update_times(run.readings)) or period_s
-    block = block_energy(run.readings, run.edges_s, [plan.window_iterations] * plan.windows, run.gpu_s, seen)
+    # A soak's readings before the kept windows (up to 30 s) would squeeze them in the power chart;
+    # what the first edge needs is the last update before it, one period back at most.
+    readings = [r for r in run.readings if r.t_s >= run.edges_s[0] - 10 * period_s]
+    seen = update_period_s(update_times(readings)) or period_s
+    block = block_energy(readings, run.edges_s, [plan.window_iterations] * plan.windows, run.gpu_s, seen)
     return block if soak is None else BlockEnergy(block.windows, block.period_s, block.quantisation, block.trace, soak)
 
 

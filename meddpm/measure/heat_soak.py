@@ -8,9 +8,9 @@ combo runs back to back, its windows measured all along, until the temperature o
 windows has settled (:func:`meddpm.measure.energy_block.run_soaked_block`): every process
 measures the combo at the temperature that combo's own power holds the card at.
 
-"Settled" is a change of at most ``tolerance_c`` over the windows kept and at least the last
-``window_s`` (NVML reads whole degrees), bounded by ``max_s``; a soak that hit the bound says so,
-and its last windows are kept anyway.
+"Settled": every temperature reading over the windows kept, and over at least the last ``window_s``,
+within ``tolerance_c`` of the latest (NVML reads whole degrees); bounded by ``max_s``, after which
+the last windows are kept anyway and the soak says it did not settle.
 """
 
 from __future__ import annotations
@@ -40,11 +40,6 @@ class Soak:
     seconds: float
     settled: bool
     iteration_s: float
-
-    def describe(self) -> str:
-        """One line for logs, e.g. ``46 -> 52 °C in 18 s``, or ``... (not settled in 30 s)``."""
-        text = f"{self.start_c} -> {self.end_c} °C in {self.seconds:.0f} s"
-        return text if self.settled else f"{text} (not settled in {self.seconds:.0f} s)"
 
 
 def settled(history: Sequence[tuple[float, int]], since_s: float, plan: SoakPlan) -> bool:
