@@ -257,8 +257,8 @@ def measure_soaked_block(
 
 
 def _energy(run: BlockRun, plan: BlockPlan, period_s: float, soak: Soak | None = None) -> BlockEnergy:
-    # A soak's readings before the kept windows (up to 30 s) would squeeze them in the power chart;
-    # what the first edge needs is the last update before it, one period back at most.
+    # Readings long before the first edge (a soak's: up to 30 s) would squeeze the windows in the power
+    # chart; what the first edge needs is the last update before it, one period back at most.
     readings = [r for r in run.readings if r.t_s >= run.edges_s[0] - 10 * period_s]
     seen = update_period_s(update_times(readings)) or period_s
     block = block_energy(readings, run.edges_s, [plan.window_iterations] * plan.windows, run.gpu_s, seen)
