@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import torch
@@ -217,7 +217,8 @@ def probe_combo(
         iteration_s = run.gpu_s[0] / plan.window_iterations
         if run.gpu_s[0] >= PROBE_S / 2:
             break
-    block = block_energy(run.readings, run.edges_s, [plan.window_iterations], run.gpu_s, 1.0)
+    # Only the window's joules are read; the bound, which the period sets, is not.
+    block = block_energy(run.readings, run.edges_s, [plan.window_iterations], run.gpu_s, period_s=1.0)
     (window,) = block.windows
     joules = next(j for j in (window.integrated_j, window.interpolated_j, window.counter_j) if j is not None)
     return Probe(iteration_s, joules / window.gpu_s)
@@ -262,7 +263,7 @@ def _energy(run: BlockRun, plan: BlockPlan, period_s: float, soak: Soak | None =
     readings = [r for r in run.readings if r.t_s >= run.edges_s[0] - 10 * period_s]
     seen = update_period_s(update_times(readings)) or period_s
     block = block_energy(readings, run.edges_s, [plan.window_iterations] * plan.windows, run.gpu_s, seen)
-    return block if soak is None else BlockEnergy(block.windows, block.period_s, block.quantisation, block.trace, soak)
+    return block if soak is None else replace(block, soak=soak)
 
 
 def _window_run(edges: _Edges, first: int, windows: int, readings: list[Reading]) -> BlockRun:
