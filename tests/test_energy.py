@@ -270,7 +270,7 @@ def test_a_probe_times_the_combo_back_to_back_and_reads_its_power():
     assert longer.iteration_s == pytest.approx(0.05) and longer.power_w == pytest.approx(450.0, rel=0.02)
 
 
-def test_the_energy_blocks_take_their_turns_from_the_lowest_probed_power_up(micro, monkeypatch):
+def test_the_energy_blocks_take_their_turns_from_the_highest_probed_power_down(micro, monkeypatch):
     monkeypatch.setattr("meddpm.measure.campaign.open_gpu", lambda device: (WallCard(), ""))
     monkeypatch.setattr("meddpm.measure.campaign.poll_period", lambda read: PERIOD_S)
     powers = {"baseline": 600.0, "opt2": 400.0, "opt1": 500.0}
@@ -288,9 +288,9 @@ def test_the_energy_blocks_take_their_turns_from_the_lowest_probed_power_up(micr
     campaign = Campaign(micro, [COMBOS[c] for c in powers], CPU, settings=settings)
     lines = []
     campaign.run(lambda p: lines.append(p) if p.phase == "energy" else None)
-    assert order == ["opt2", "opt1", "baseline"]
+    assert order == ["baseline", "opt1", "opt2"]
     assert planned_s == [0.0123] * 3  # planned from the probe's back-to-back time, not the rounds' median
-    assert [p.combo for p in lines] == order and "probed at 400 W" in lines[0].detail
+    assert [p.combo for p in lines] == order and "probed at 600 W" in lines[0].detail
     assert "3 windows to a 1% counter bound" in lines[0].detail
 
 

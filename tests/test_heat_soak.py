@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
 from meddpm.measure.energy import BlockPlan
 from meddpm.measure.energy_block import run_soaked_block
-from meddpm.measure.heat_soak import SoakPlan, settled
+from meddpm.measure.heat_soak import SoakPlan, settled, window_means
 
 CPU = torch.device("cpu")
 # Leads of 0.1 s, windows of 1 s at 50 ms an iteration, three windows kept.
@@ -41,17 +43,29 @@ class Card:
         return run_soaked_block(self.step, CPU, self, plan, self.temperature_c, soak_plan, clock=lambda: self.t)
 
 
-def test_settled_needs_every_reading_of_the_span_within_the_tolerance_of_the_latest():
-    plan = SoakPlan(window_s=5.0)
-    warming = [(float(t), 40 + t) for t in range(13)]
-    assert not settled(warming, since_s=9.0, plan=plan)
-    flat = warming + [(13.0, 52), (14.0, 52), (15.0, 52), (16.0, 52), (17.0, 52)]
-    assert settled(flat, since_s=14.0, plan=plan)  # 12-17 s: 51 or 52, the reading at 12 s the span's first
-    assert not settled(flat, since_s=10.0, plan=plan)  # a longer span reaches back to 50 °C
+def test_a_window_mean_follows_the_readings_as_straight_lines_and_holds_the_last():
+    ramp = [(0.0, 40), (10.0, 50)]
+    assert window_means(ramp, [0.0, 2.0, 6.0]) == pytest.approx([41.0, 44.0])
+    assert window_means(ramp, [10.0, 12.0]) == pytest.approx([50.0])  # after the last reading
 
 
-def test_a_span_before_the_first_reading_has_not_held():
-    assert not settled([(0.0, 50), (3.0, 50)], since_s=1.0, plan=SoakPlan(window_s=5.0))
+def test_settled_compares_the_windows_means_not_single_readings():
+    plan = SoakPlan(window_s=5.0, tolerance_c=1.0)
+    # A strict-FP32 combo on an H200: 47-52 °C within every 1.4 s iteration, at one temperature.
+    swinging = [(t / 10, round(49.5 + 2.5 * math.sin(2 * math.pi * t / 14))) for t in range(121)]
+    assert settled(swinging, [0.0, 2.8, 5.6, 8.4], plan)  # windows of two iterations each
+    warming = [(float(t), 40 + t) for t in range(13)]  # 1 °C a second
+    assert not settled(warming, [0.0, 2.0, 4.0, 6.0], plan)
+    flat = [*warming, *[(12.0 + t, 52) for t in range(1, 7)]]
+    assert settled(flat, [12.0, 14.0, 16.0, 18.0], plan)
+    assert not settled(flat, [8.0, 12.0, 15.0, 18.0], plan)  # the first window still warms: 50 °C against 52
+
+
+def test_settled_needs_its_windows_to_span_the_settling_time():
+    plan, flat = SoakPlan(window_s=5.0), [(float(t), 50) for t in range(20)]
+    assert not settled(flat, [1.0, 3.0, 5.0], plan)  # 4 s
+    assert settled(flat, [1.0, 3.0, 5.0], plan, running_s=2.0)  # a third window running: 6 s
+    assert not settled([(1.0, 50), (9.0, 50)], [0.0, 3.0, 6.0], plan)  # before the first reading: not held
 
 
 def test_a_warming_card_keeps_the_windows_after_its_temperature_holds():
@@ -71,24 +85,34 @@ def test_a_card_cooling_from_a_hotter_combo_settles_too():
 def test_a_card_at_its_temperature_already_keeps_the_first_windows_that_span_the_settling_time():
     card = Card(lambda t: 55.0)
     run, soak = card.soak()
-    # Five seconds must have held. On the CPU the window queued ahead has run by the time the host
-    # decides, so the decision at 5.1 s keeps the three windows up to it, from 2.1 s on.
+    # Five seconds must have held: once the window ending at 4.1 s has run, the host compares the windows
+    # from 0.1 s on, the one running to 5.1 s counted in their span, and keeps the last three, from 2.1 s.
     assert soak.settled and soak.seconds == pytest.approx(2.1)
     assert card.steps == 2 + 5 * 20 + 2  # lead, five windows back to back, lead: no pause in between
 
 
 def test_windows_longer_than_the_settling_time_are_all_kept_after_the_temperature_holds():
-    # 3 s windows, 9 s kept: every reading over them must be within 1 °C of 52, so they start after 10.5 s,
-    # not merely 5 s before the decision.
+    # 3 s windows, 9 s kept: their means must lie within 1 °C of one another, so they start near the end
+    # of the ramp (52 °C at 12 s), not merely 5 s before the decision.
     card = Card(lambda t: 40 + min(t, 12.0))
     run, soak = card.soak(BlockPlan(lead=2, window_iterations=60, windows=3))
-    assert soak.settled and run.edges_s[0] >= 10.5 and run.edges_s[-1] - run.edges_s[0] == pytest.approx(9.0)
+    assert soak.settled and run.edges_s[0] >= 11.0 and run.edges_s[-1] - run.edges_s[0] == pytest.approx(9.0)
+
+
+def test_a_card_that_swings_within_the_windows_settles_as_soon_as_a_steady_one():
+    # Readings alternate between 52 and 47 °C (the host reads at the window edges here), so single
+    # readings never agree within 1 °C and a rule on them ran to the 30 s limit; every window's mean
+    # is 49.5 °C once the host reads in it. It first reads at 2.1 s (on the CPU the window queued ahead
+    # has run), so the first two windows read 52 °C; the windows compared start after them (2.1-7.1 s).
+    card = Card(lambda t: 49.5 + 2.5 * math.cos(math.pi * (t - 0.1)))
+    run, soak = card.soak()
+    assert soak.settled and soak.seconds == pytest.approx(4.1) and card.steps == 2 + 7 * 20 + 2
 
 
 def test_a_temperature_that_moves_after_the_decision_leaves_the_block_unsettled():
-    # On a GPU the last kept window still runs when the host decides. On the CPU it has run, so a jump
-    # in the trailing lead (6.1-6.2 s) stands in: the decision at 6.1 s saw 55 °C hold, the end did not.
-    card = Card(lambda t: 55.0 if t < 6.15 else 58.0)
+    # On a GPU the last kept window still runs when the host decides, and the decision compares the
+    # windows before it. A jump inside that window (4.1-6.1 s) moves its mean to 56.5 °C.
+    card = Card(lambda t: 55.0 if t < 5.0 else 58.0)
     run, soak = card.soak(BlockPlan(lead=2, window_iterations=40, windows=3))
     assert soak.seconds == pytest.approx(0.1) and not soak.settled and soak.end_c == 58
 

@@ -150,9 +150,10 @@ def run_soaked_block(
 
     The card runs the combo without a pause from the first lead to the last: one window is
     always queued ahead while the host waits for the one before it, reading the temperature every
-    ``soak.poll_s``. Once the temperature has held over the windows completed of the last
-    ``plan.windows`` (the one still running being the last of them), the trailing lead is queued
-    and those windows are the block, settled if the temperature held to the end of the last one;
+    ``soak.poll_s``. Once the windows completed of the last ``plan.windows`` (the one still running
+    being the last of them), with earlier ones where those span less than ``soak.window_s``, have
+    held (:func:`meddpm.measure.heat_soak.settled`), the trailing lead is queued and the last
+    ``plan.windows`` are the block, settled if the temperature held to the end of the last one;
     after ``soak.max_s`` they are taken unsettled. A combo already at its temperature thus costs its
     windows and leads only, not a soak before them.
     """
@@ -163,38 +164,47 @@ def run_soaked_block(
         started = clock()
         history = [(started, temperature_c())]
 
-        def poll() -> None:
-            if clock() - history[-1][0] >= soak.poll_s:
-                history.append((clock(), temperature_c()))
+        def poll(every: float = soak.poll_s) -> None:
+            now = clock()
+            if now > history[-1][0] and now - history[-1][0] >= every:
+                history.append((now, temperature_c()))
+
+        def held(first: int, last: int, running_s: float = 0.0) -> bool:
+            """Whether the windows from edge ``first`` to edge ``last`` held, with earlier ones where they and
+            ``running_s`` of a window still running span less than ``soak.window_s``."""
+            first, end = min(first, last), edges.time_s(last) + running_s
+            while first > 0 and not soak.spans(end - edges.time_s(first)):
+                first -= 1
+            return settled(history, [edges.time_s(i) for i in range(first, last + 1)], soak, running_s)
 
         _repeat(step, plan.lead)
         edges.mark()
         _repeat(step, plan.window_iterations)
         edges.mark()
-        held = False
         while True:
             _repeat(step, plan.window_iterations)  # queued while the previous window still runs
             edges.mark()
             done = len(edges) - 2  # the edge that ends the last completed window
             edges.wait(done, poll)
-            history.append((clock(), temperature_c()))
+            poll(0.0)
             first = done + 1 - plan.windows  # the block's first edge, if it ended with the running window
             if first < 0:
                 continue
-            held = settled(history, edges.time_s(first), soak)
-            if held or clock() - started >= soak.max_s:
+            # The running window is taken to last as long as the one before it.
+            steady = held(first, done, edges.time_s(done) - edges.time_s(done - 1))
+            if steady or clock() - started >= soak.max_s:
                 break
         _repeat(step, plan.lead)
         edges.mark()
         edges.wait(len(edges) - 1, poll)
-        history.append((clock(), temperature_c()))
+        poll(0.0)
         # The last kept window was still running at the decision: it must have held too.
-        held = held and settled(history, edges.time_s(first), soak)
+        steady = steady and held(first, first + plan.windows)
     finally:
         readings = sampler.stop()
     run = _window_run(edges, first, plan.windows, readings)
     iteration_s = sum(run.gpu_s) / plan.iterations
-    return run, Soak(history[0][1], history[-1][1], run.edges_s[0] - started, held, iteration_s)
+    return run, Soak(history[0][1], history[-1][1], run.edges_s[0] - started, steady, iteration_s)
 
 
 def probe_combo(

@@ -8,9 +8,12 @@ combo runs back to back, its windows measured all along, until the temperature o
 windows has settled (:func:`meddpm.measure.energy_block.run_soaked_block`): every process
 measures the combo at the temperature that combo's own power holds the card at.
 
-"Settled": every temperature reading over the windows kept, and over at least the last ``window_s``,
-within ``tolerance_c`` of the latest (NVML reads whole degrees); bounded by ``max_s``, after which
-the last windows are kept anyway and the soak says it did not settle.
+"Settled": the mean temperatures over the last windows, as many as cover at least ``window_s``, lie
+within ``tolerance_c`` of one another; bounded by ``max_s``, after which the last windows are kept
+anyway and the soak says it did not settle. Means over whole windows, not single readings: a window
+holds whole iterations, and the strict-FP32 combos swing the die by several degrees within one (on
+an H200, 2026-11-25, ``opt2`` read anything from 47 to 52 °C in every 1.4 s iteration, at one
+temperature), which a rule on single readings took for a card still moving.
 """
 
 from __future__ import annotations
@@ -18,15 +21,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 
 @dataclass(frozen=True)
 class SoakPlan:
     """When the temperature counts as settled, and the longest a soak may run (s)."""
 
     window_s: float = 5.0
-    tolerance_c: int = 1
+    tolerance_c: float = 1.0
     max_s: float = 30.0
-    poll_s: float = 0.5  # the temperature is read this often while the iterations run
+    # The temperature is read this often while the iterations run: some 20 readings a window of the suite's.
+    poll_s: float = 0.1
+
+    def spans(self, seconds: float) -> bool:
+        """Whether ``seconds`` cover the settling time ``window_s`` (edges on a clock: within rounding)."""
+        return seconds >= self.window_s - 1e-9
 
 
 @dataclass(frozen=True)
@@ -42,16 +52,32 @@ class Soak:
     iteration_s: float
 
 
-def settled(history: Sequence[tuple[float, int]], since_s: float, plan: SoakPlan) -> bool:
-    """Whether the temperature has held since ``since_s`` and over at least the last ``plan.window_s``.
+def window_means(history: Sequence[tuple[float, int]], edges_s: Sequence[float]) -> list[float]:
+    """The mean temperature over each window between consecutive ``edges_s`` (host times, increasing).
 
-    ``history`` holds (host time in s, °C) readings in time order, the first taken when the combo
-    started. Held: every reading from the last one at or before the span's start on is within
-    ``plan.tolerance_c`` of the latest. A span reaching back before the first reading has not held.
+    ``history`` holds (host time in s, °C) readings in time order; the temperature between two
+    readings is taken as the straight line between them, and after the last as the last.
     """
-    now, latest = history[-1]
-    start = min(since_s, now - plan.window_s)
-    if start < history[0][0]:
+    t = np.array([r[0] for r in history])
+    c = np.array([r[1] for r in history], dtype=float)
+    means = []
+    for a, b in zip(edges_s, edges_s[1:]):
+        times = np.concatenate(([a], t[(t > a) & (t < b)], [b]))
+        values = np.interp(times, t, c)
+        means.append(float(np.sum((values[1:] + values[:-1]) / 2 * np.diff(times)) / (b - a)))
+    return means
+
+
+def settled(
+    history: Sequence[tuple[float, int]], edges_s: Sequence[float], plan: SoakPlan, running_s: float = 0.0
+) -> bool:
+    """Whether the windows between ``edges_s`` span at least ``plan.window_s`` and their mean temperatures lie
+    within ``plan.tolerance_c`` of one another.
+
+    ``running_s``: a window still running after the last edge, counted in the span but not yet in the
+    means. Windows that reach back before the first reading of ``history`` have not held.
+    """
+    if len(edges_s) < 2 or not plan.spans(edges_s[-1] + running_s - edges_s[0]) or edges_s[0] < history[0][0]:
         return False
-    first = max(i for i, (t, _) in enumerate(history) if t <= start)
-    return all(abs(c - latest) <= plan.tolerance_c for _, c in history[first:])
+    means = window_means(history, edges_s)
+    return max(means) - min(means) <= plan.tolerance_c
