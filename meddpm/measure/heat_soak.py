@@ -12,8 +12,12 @@ measures the combo at the temperature that combo's own power holds the card at.
 within ``tolerance_c`` of one another; bounded by ``max_s``, after which the last windows are kept
 anyway and the soak says it did not settle. Means over whole windows, not single readings: a window
 holds whole iterations, and the strict-FP32 combos swing the die by several degrees within one (on
-an H200, 2026-11-25, ``opt2`` read anything from 47 to 52 °C in every 1.4 s iteration, at one
-temperature), which a rule on single readings took for a card still moving.
+an H200, 2026-11-25, ``opt2``'s readings jumped between 47 and 52 °C from one to the next, a second or
+two apart, with no trend over 30 s), which a rule on single readings took for a card still moving.
+The tolerance, 2 °C, is what leakage turns into under 1 % of energy at the H100's 0.4 % per °C
+above, half the suite's 2 % bound. At 1 °C, 10 of the 12 blocks of two H200 suites ended unsettled
+(2026-11-25), while each combo's J/iter agreed within about 1 % between orders and phases of one
+process.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ class SoakPlan:
     """When the temperature counts as settled, and the longest a soak may run (s)."""
 
     window_s: float = 5.0
-    tolerance_c: float = 1.0
+    tolerance_c: float = 2.0
     max_s: float = 30.0
     # The temperature is read this often while the iterations run: some 20 readings a window of the suite's.
     poll_s: float = 0.1
@@ -74,10 +78,13 @@ def settled(
     """Whether the windows between ``edges_s`` span at least ``plan.window_s`` and their mean temperatures lie
     within ``plan.tolerance_c`` of one another.
 
-    ``running_s``: a window still running after the last edge, counted in the span but not yet in the
-    means. Windows that reach back before the first reading of ``history`` have not held.
+    ``running_s``: a window still running after the last edge, counted in the span, and in the
+    means with the mean the last two windows' trend gives it (a card drifting by half the tolerance
+    a window has not held). Windows that reach back before the first reading of ``history`` have not held.
     """
     if len(edges_s) < 2 or not plan.spans(edges_s[-1] + running_s - edges_s[0]) or edges_s[0] < history[0][0]:
         return False
     means = window_means(history, edges_s)
+    if running_s > 0 and len(means) > 1:
+        means.append(2 * means[-1] - means[-2])
     return max(means) - min(means) <= plan.tolerance_c
