@@ -51,7 +51,7 @@ def test_a_window_mean_follows_the_readings_as_straight_lines_and_holds_the_last
 
 def test_settled_compares_the_windows_means_not_single_readings():
     plan = SoakPlan(window_s=5.0, tolerance_c=1.0)
-    # A strict-FP32 combo on an H200: 47-52 °C within every 1.4 s iteration, at one temperature.
+    # Readings that swing between 47 and 52 °C at one temperature, as a strict-FP32 combo's did on an H200.
     swinging = [(t / 10, round(49.5 + 2.5 * math.sin(2 * math.pi * t / 14))) for t in range(121)]
     assert settled(swinging, [0.0, 2.8, 5.6, 8.4], plan)  # windows of two iterations each
     warming = [(float(t), 40 + t) for t in range(13)]  # 1 °C a second
