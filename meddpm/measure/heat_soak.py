@@ -14,11 +14,10 @@ anyway and the soak says it did not settle. Means over whole windows, not single
 holds whole iterations, and the strict-FP32 combos' readings swing by several degrees at one
 temperature (on an H200, 2026-11-25, ``opt2``'s readings jumped between 47 and 52 °C from one to the
 next, a second or two apart, with no trend over 30 s), which a rule on single readings took for a
-card still moving.
-The tolerance, 2 °C, is what leakage turns into under 1 % of energy at the H100's 0.4 % per °C
-above, half the suite's 2 % bound. At 1 °C, 10 of the 12 blocks of two H200 suites ended unsettled
-(2026-11-25), while each combo's J/iter agreed within about 1 % between orders and phases of one
-process.
+card still moving. The tolerance, 2 °C, is what leakage turns into under 1 % of energy at the H100's
+0.4 % per °C above, half the suite's 2 % bound. At 1 °C, 10 of the 12 blocks of two H200 suites ended
+unsettled (2026-11-25), while each combo's J/iter agreed within about 1 % between orders and phases of
+one process.
 """
 
 from __future__ import annotations
@@ -81,7 +80,8 @@ def settled(
 
     ``running_s``: a window still running after the last edge, counted in the span, and in the
     means with the mean the last two windows' trend gives it (a card drifting by more than half the
-    tolerance a window has not held). Windows that reach back before the first reading of ``history`` have not held.
+    tolerance a window has not held). Windows that reach back before the first reading of ``history``
+    have not held.
     """
     if len(edges_s) < 2 or not plan.spans(edges_s[-1] + running_s - edges_s[0]) or edges_s[0] < history[0][0]:
         return False
