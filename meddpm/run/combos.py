@@ -30,7 +30,10 @@ Fn = TypeVar("Fn", bound=Callable[..., object])
 # ``realize_reads_threshold`` (4) tensors. GroupNorm's output recomputed in backward reads five
 # (the input and four per-channel vectors), so each backward wrote it in float32 and read it
 # twice: 3 ms of a 128^3 iteration on an H200. At 8 it is recomputed inside each kernel instead.
-_INDUCTOR_OPTIONS = {"layout_optimization": False, "realize_reads_threshold": 8}
+# Combo kernels launch independent kernels of a graph together, as one: on an H200 a `fast` iteration
+# went from 1236 kernels to 1046 and from 48.06 to 47.59 ms (three processes each; docs/performance.md,
+# issue 22).
+_INDUCTOR_OPTIONS = {"layout_optimization": False, "realize_reads_threshold": 8, "combo_kernels": True}
 
 
 @dataclass(frozen=True)
