@@ -78,6 +78,7 @@ def test_cuda_graphs_apply_on_one_gpu_only(tiny):
     assert COMBOS["fast"].cuda_graphs
     assert not TrainStep(tiny, COMBOS["fast"]).cuda_graphs
     assert not TrainStep(tiny, COMBOS["fast"], wrap_denoiser=lambda m: m).cuda_graphs
+    assert not TrainStep(tiny, COMBOS["fast"]).whole_step_graph
 
 
 def test_a_combo_can_be_given_by_name(tiny):
@@ -104,12 +105,24 @@ def test_bad_arguments_are_one_line_errors(tiny, combo, kwargs, message):
 
 
 @pytest.mark.gpu
-def test_a_graphed_step_returns_a_loss_that_outlives_the_next_replay(tiny):
+def test_a_graphed_step_trains_in_every_replay_and_returns_a_loss_that_outlives_the_next(tiny):
     step = TrainStep(tiny, COMBOS["fast"], device="cuda")
-    assert step.cuda_graphs
-    losses = [step() for _ in range(4)]  # warm-up, recording, then replays
-    before = [p.detach().clone() for p in step.model.denoiser.parameters()]
-    losses.append(step())
+    assert step.whole_step_graph
+    losses = [step() for _ in range(3)]  # two eager iterations, then the recording (which replays at once)
+    for _ in range(3):
+        before = [p.detach().clone() for p in step.model.denoiser.parameters()]
+        losses.append(step())
+        assert any(not torch.equal(a, b) for a, b in zip(before, step.model.denoiser.parameters()))  # Adam stepped
     values = [loss.item() for loss in losses]
-    assert all(math.isfinite(v) for v in values) and len(set(values)) > 1, values
-    assert any(not torch.equal(a, b) for a, b in zip(before, step.model.denoiser.parameters()))
+    # Each loss kept its value past the later replays, and every replay drew new timesteps and noise.
+    assert all(math.isfinite(v) for v in values) and len(set(values[2:])) == 4, values
+    assert all(p.grad is None for p in step.model.denoiser.parameters()) and step.step_count == 6
+
+
+@pytest.mark.gpu
+def test_the_whole_iteration_is_one_graph_where_nothing_runs_between_its_parts(tiny):
+    assert TrainStep(tiny, COMBOS["fast"], device="cuda").whole_step_graph
+    accumulating = TrainStep(tiny, COMBOS["fast"], device="cuda", grad_accumulate=2)
+    syncing = TrainStep(tiny, COMBOS["fast"], device="cuda", gradient_sync=lambda module: lambda: None)
+    assert all(s.cuda_graphs and not s.whole_step_graph for s in (accumulating, syncing))
+    assert not TrainStep(tiny, COMBOS["amp_bf16"], device="cuda").whole_step_graph

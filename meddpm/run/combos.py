@@ -59,8 +59,9 @@ class Combo:
     elementwise op after it (the same function, see :class:`meddpm.model.nn.Conv3d`); ``dense_concat_gradients``
     joins the decoder's skips so that their gradients reach the convolutions dense (the same function, see
     :func:`meddpm.kernels.concatenation.concat_channels`); ``fused_adam`` uses
-    Adam's fused kernel; ``cuda_graphs`` replays the compiled training step as CUDA graphs
-    (Inductor's CUDA graph trees), so the host no longer issues its kernels one by one.
+    Adam's fused kernel; ``cuda_graphs`` replays the training step as CUDA graphs (the whole iteration
+    as one graph, or Inductor's CUDA graph trees where it cannot be: see :class:`meddpm.run.train.TrainStep`),
+    so the host no longer issues its kernels one by one.
     """
 
     name: str
@@ -144,7 +145,7 @@ COMBOS: dict[str, Combo] = {
             "bf16 autocast, channels-last-3d end to end (layout-preserving GroupNorm fused with SiLU), torch.compile, "
             "SDPA attention, separable upsampling, first and last convolutions by taps, "
             "convolution biases added apart, dense skip gradients, cuDNN's heuristics (no autotuning), fused Adam, "
-            "training step as CUDA graphs",
+            "Inductor's combo kernels, training step as one CUDA graph",
             channels_last=True,
             autocast_dtype=torch.bfloat16,
             # No cuDNN autotuning: to autotune, PyTorch builds an execution plan for every engine

@@ -14,6 +14,7 @@ from meddpm.errors import UserError
 from meddpm.model.config import ModelConfig
 from meddpm.model.diffusion import GaussianDiffusion, build_model
 from meddpm.run.combos import COMBOS, Combo, get_combo
+from meddpm.run.step_graph import CapturedStep
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,11 @@ class TrainStep:
     graphs are then off, as DDP's gradient hooks run outside the compiled graphs.
     ``gradient_sync``, called with the U-Net once it is on the device, returns what to run
     after backward and before the optimizer step (an all-reduce of the gradients, kept as
-    :attr:`gradient_sync`); it leaves CUDA graphs on.
+    :attr:`gradient_sync`); it leaves CUDA graphs on. A combo's CUDA graphs record the whole
+    iteration, forward, backward and Adam, as one graph after two eager iterations
+    (:class:`meddpm.run.step_graph.CapturedStep`) where it has one micro-batch and no
+    ``gradient_sync`` (:attr:`whole_step_graph`); otherwise Inductor's graph trees replay the compiled
+    forward and backward.
     ``combo`` is a :class:`Combo` or the name of one in :data:`meddpm.run.combos.COMBOS`;
     ``batch_size`` and ``grad_accumulate`` must be at least 1 (else :class:`UserError`).
     """
@@ -111,20 +116,39 @@ class TrainStep:
         # Compiling the whole loss (noising, concatenation, U-Net, L1) lets Inductor fuse the
         # elementwise and normalisation work around the convolutions; backward comes with it.
         self.cuda_graphs = combo.replays_graphs(self.device) and wrap_denoiser is None
-        self.loss_fn = combo.compiled(self.model.loss, cuda_graphs=self.cuda_graphs)
+        # With one micro-batch and nothing run between backward and the optimizer, the whole iteration
+        # is recorded as one graph; otherwise Inductor's graph trees replay the forward and backward.
+        self.whole_step_graph = self.cuda_graphs and grad_accumulate == 1 and self.gradient_sync is None
+        self.loss_fn = combo.compiled(self.model.loss, cuda_graphs=self.cuda_graphs and not self.whole_step_graph)
         if images is None or masks is None:
             images, masks = phantom_batch(
                 config.volume, batch_size, config.out_channels, config.mask_channels, seed=seed
             )
         self.images = images.to(self.device, memory_format=combo.memory_format)
         self.masks = masks.to(self.device, memory_format=combo.memory_format)
-        self.optimizer = torch.optim.Adam(self.model.denoiser.parameters(), lr=lr, fused=combo.fused_adam or None)
+        self.optimizer = torch.optim.Adam(
+            self.model.denoiser.parameters(), lr=lr, fused=combo.fused_adam or None, capturable=self.whole_step_graph
+        )
         self.ema = ExponentialMovingAverage(self.model.denoiser, ema) if ema is not None else None
+        self._captured = CapturedStep(self._iteration, self.device) if self.whole_step_graph else None
 
     def __call__(self) -> torch.Tensor:
         """Run one iteration; returns the (undivided) loss of the last micro-batch, unsynced."""
-        if self.cuda_graphs:
-            torch.compiler.cudagraph_mark_step_begin()
+        if self._captured is not None:
+            loss = self._captured()
+        else:
+            if self.cuda_graphs:
+                torch.compiler.cudagraph_mark_step_begin()
+            loss = self._iteration()
+            # A CUDA graph's output is overwritten by the graph's next replay.
+            loss = loss.clone() if self.cuda_graphs else loss
+        self.step_count += 1
+        if self.ema is not None:
+            self.ema.update(self.step_count)
+        return loss
+
+    def _iteration(self) -> torch.Tensor:
+        """Forward and backward of every micro-batch, then the optimizer step; the last micro-batch's loss."""
         with self.combo.flags():
             for _ in range(self.grad_accumulate):
                 with self.combo.autocast(self.device):
@@ -134,8 +158,4 @@ class TrainStep:
                 self.gradient_sync()
             self.optimizer.step()
             self.optimizer.zero_grad(set_to_none=True)
-        self.step_count += 1
-        if self.ema is not None:
-            self.ema.update(self.step_count)
-        # A CUDA graph's output is overwritten by the graph's next replay.
-        return loss.detach().clone() if self.cuda_graphs else loss.detach()
+        return loss.detach()
