@@ -63,12 +63,16 @@ def kernel_trace(step, device, iterations: int) -> list[list[dict]]:
         with open(path) as f:
             events = json.load(f)["traceEvents"]
     kernels = sorted(
-        ({"name": e["name"], "ts": float(e["ts"]), "dur": float(e["dur"])} for e in events if e.get("cat") == ("kernel" if gpu else "cpu_op")),
+        (
+            {"name": e["name"], "ts": float(e["ts"]), "dur": float(e["dur"])}
+            for e in events
+            if e.get("cat") == ("kernel" if gpu else "cpu_op")
+        ),
         key=lambda k: k["ts"],
     )
     # Iterations are separated by the synchronize: the largest gaps between kernels.
     gaps = sorted(range(1, len(kernels)), key=lambda i: kernels[i]["ts"] - kernels[i - 1]["ts"] - kernels[i - 1]["dur"])
-    cuts = sorted(gaps[-(iterations - 1):]) if iterations > 1 else []
+    cuts = sorted(gaps[-(iterations - 1) :]) if iterations > 1 else []
     bounds = [0, *cuts, len(kernels)]
     return [kernels[a:b] for a, b in zip(bounds, bounds[1:])]
 
@@ -90,9 +94,7 @@ def describe(iteration: list[dict], top: int) -> dict:
         "gaps_over_10us_ms": round(float(gap_values[gap_values > 10].sum()) / 1e3, 3),
         "median_gap_us": round(float(np.median(gap_values)), 2),
         "short_kernels_under_5us": int(sum(k["dur"] < 5 for k in iteration)),
-        "largest_gaps": [
-            [round(g, 1), iteration[i - 1]["name"][:70], iteration[i]["name"][:70]] for g, i in largest
-        ],
+        "largest_gaps": [[round(g, 1), iteration[i - 1]["name"][:70], iteration[i]["name"][:70]] for g, i in largest],
     }
 
 
