@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from meddpm import COMBOS, ModelConfig, UserError
+from meddpm import COMBOS, ModelConfig, TrainStep, UserError
 from meddpm.measure.campaign import CPU_DEFAULT_COMBOS, Campaign, CampaignSettings
 from meddpm.measure.host_memory import host_memory_needed
 from meddpm.suite.options import CPU_DEFAULT_COMBOS as SUITE_CPU_DEFAULT_COMBOS
@@ -15,7 +15,7 @@ def run(micro, **settings) -> Campaign:
         micro,
         [COMBOS["baseline"], COMBOS["opt2"]],
         torch.device("cpu"),
-        settings=CampaignSettings(warmup=1, **settings),
+        settings=CampaignSettings(**{"warmup": 1, **settings}),
     )
     campaign.run()
     return campaign
@@ -97,6 +97,13 @@ def test_without_a_median_precision_the_combos_stop_together(micro, monkeypatch)
     campaign = run(micro, min_rounds=2, max_rounds=10, rel_iqr_target=10.0)
     assert [len(r.samples_ms) for r in campaign.results.values()] == [2, 2]
     assert {r.stop_reason for r in campaign.results.values()} == {"converged after 2 rounds"}
+
+
+def test_a_step_is_timed_only_once_its_cuda_graphs_are_recorded(micro, monkeypatch):
+    monkeypatch.setattr(TrainStep, "calls_before_replay", property(lambda step: 3))
+    for asked, ran in [(1, 3), (5, 5)]:
+        campaign = run(micro, warmup=asked, min_rounds=2, max_rounds=2)
+        assert [len(r.warmup_ms) for r in campaign.results.values()] == [ran, ran]
 
 
 def test_cpu_out_of_memory_is_a_user_error(micro, monkeypatch):

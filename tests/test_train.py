@@ -1,11 +1,13 @@
 """The training step: optimizer, gradient accumulation and the original's EMA schedule."""
 
+import dataclasses
 import math
 
 import pytest
 import torch
 
 from meddpm import COMBOS, EmaSettings, TrainStep, UserError
+from meddpm.run.combos import Combo
 
 
 def _params(module):
@@ -81,6 +83,24 @@ def test_cuda_graphs_apply_on_one_gpu_only(tiny):
     assert not TrainStep(tiny, COMBOS["fast"]).whole_step_graph
 
 
+def test_the_whole_iteration_is_one_graph_where_nothing_runs_between_its_parts(tiny, monkeypatch):
+    # What a step records is decided when it is built: on a CPU, let the combos replay graphs and record
+    # what each loss is compiled with.
+    monkeypatch.setattr(Combo, "replays_graphs", lambda self, device: self.compile and self.cuda_graphs)
+    trees = []
+    monkeypatch.setattr(Combo, "compiled", lambda self, fn, *, cuda_graphs=False: trees.append(cuda_graphs) or fn)
+    whole = TrainStep(tiny, COMBOS["fast"])
+    accumulating = TrainStep(tiny, COMBOS["fast"], grad_accumulate=2)
+    syncing = TrainStep(tiny, COMBOS["fast"], gradient_sync=lambda module: lambda: None)
+    eager = TrainStep(tiny, COMBOS["amp_bf16"])
+    assert whole.whole_step_graph and whole.calls_before_replay == 3 and whole.optimizer.defaults["capturable"]
+    for step in (accumulating, syncing):  # something runs between backward's parts or before Adam: graph trees
+        assert step.cuda_graphs and not step.whole_step_graph and not step.optimizer.defaults["capturable"]
+        assert step.calls_before_replay == 2
+    assert not eager.cuda_graphs and eager.calls_before_replay == 0
+    assert trees == [False, True, True, False]  # Inductor's graph trees only where the iteration is not one graph
+
+
 def test_a_combo_can_be_given_by_name(tiny):
     step = TrainStep(tiny, "opt2")
     assert step.combo is COMBOS["opt2"]
@@ -114,15 +134,29 @@ def test_a_graphed_step_trains_in_every_replay_and_returns_a_loss_that_outlives_
         losses.append(step())
         assert any(not torch.equal(a, b) for a, b in zip(before, step.model.denoiser.parameters()))  # Adam stepped
     values = [loss.item() for loss in losses]
-    # Each loss kept its value past the later replays, and every replay drew new timesteps and noise.
+    # Each loss kept its value past the later replays, which overwrite the graph's own output.
     assert all(math.isfinite(v) for v in values) and len(set(values[2:])) == 4, values
     assert all(p.grad is None for p in step.model.denoiser.parameters()) and step.step_count == 6
 
 
 @pytest.mark.gpu
-def test_the_whole_iteration_is_one_graph_where_nothing_runs_between_its_parts(tiny):
-    assert TrainStep(tiny, COMBOS["fast"], device="cuda").whole_step_graph
-    accumulating = TrainStep(tiny, COMBOS["fast"], device="cuda", grad_accumulate=2)
-    syncing = TrainStep(tiny, COMBOS["fast"], device="cuda", gradient_sync=lambda module: lambda: None)
-    assert all(s.cuda_graphs and not s.whole_step_graph for s in (accumulating, syncing))
-    assert not TrainStep(tiny, COMBOS["amp_bf16"], device="cuda").whole_step_graph
+def test_every_replay_draws_new_timesteps_and_noise(tiny):
+    step = TrainStep(tiny, COMBOS["fast"], device="cuda", lr=0.0)  # the weights stay: only the draws move the loss
+    values = [step().item() for _ in range(6)]
+    assert len(set(values[2:])) == 4, values
+
+
+@pytest.mark.gpu
+def test_a_graphed_step_computes_what_the_same_step_without_graphs_does(tiny):
+    losses, updates = {}, {}
+    for graphs in (True, False):
+        torch.cuda.manual_seed(0)
+        step = TrainStep(tiny, dataclasses.replace(COMBOS["fast"], cuda_graphs=graphs), device="cuda")
+        assert step.whole_step_graph is graphs
+        before = _params(step.model.denoiser)
+        losses[graphs] = torch.stack([step() for _ in range(6)]).cpu()
+        after = step.model.denoiser.parameters()
+        updates[graphs] = torch.cat([(p.detach() - b).flatten() for p, b in zip(after, before)]).double()
+    # The same random draws in the same order, and Adam fed the gradients of the iteration it ends.
+    torch.testing.assert_close(losses[True], losses[False], rtol=1e-4, atol=0)
+    assert torch.nn.functional.cosine_similarity(updates[True], updates[False], dim=0) > 0.99

@@ -82,7 +82,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default: auto = cuda if present)")
     p.add_argument("--batch-size", type=int, default=1, help="volumes per iteration (default: 1)")
-    p.add_argument("--warmup", type=int, help="untimed warm-up iterations per combo (default: 3 on GPU, 1 on CPU)")
+    p.add_argument(
+        "--warmup",
+        type=int,
+        help="untimed warm-up iterations per combo (default: 3 on GPU, 1 on CPU; "
+        "never fewer than a combo's CUDA graphs need)",
+    )
     p.add_argument(
         "--iters",
         type=int,

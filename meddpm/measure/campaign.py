@@ -374,16 +374,18 @@ class Campaign:
         t0 = time.perf_counter()
         step = TrainStep(self.config, combo, self.batch_size, self.device)
         setup_s = time.perf_counter() - t0
+        # A step still recording its CUDA graphs is not timed: fewer warm-ups would put a recording in a round.
+        warmup = max(self.settings.warmup, step.calls_before_replay)
         warmup_ms = []
-        for i in range(self.settings.warmup):
+        for i in range(warmup):
             if i == 1 and step.cuda_graphs:
                 torch.cuda.reset_peak_memory_stats(self.device)
             warmup_ms.append(time_once(step, self.device))
-            notify(Progress("warmup", combo.name, i + 1, self.settings.warmup, f"{warmup_ms[-1] / 1e3:.1f} s"))
+            notify(Progress("warmup", combo.name, i + 1, warmup, f"{warmup_ms[-1] / 1e3:.1f} s"))
         # Replaying CUDA graphs allocates nothing the allocator's statistics see: such a step's
         # memory shows only while its graphs are recorded, in the warm-up iterations after the first.
         graph_peak = None
-        if step.cuda_graphs and self.settings.warmup > 1:
+        if step.cuda_graphs and warmup > 1:
             graph_peak = torch.cuda.max_memory_allocated(self.device) - before
         self.steps[combo.name] = step
         # Parameters, gradients' absence and Adam state: what this combo keeps between iterations.

@@ -67,7 +67,8 @@ class TrainStep:
     iteration, forward, backward and Adam, as one graph after two eager iterations
     (:class:`meddpm.run.step_graph.CapturedStep`) where it has one micro-batch and no
     ``gradient_sync`` (:attr:`whole_step_graph`); otherwise Inductor's graph trees replay the compiled
-    forward and backward.
+    forward and backward. A recorded iteration keeps what it was recorded with: change
+    :attr:`images` and :attr:`masks` in place, and the optimizer's learning rate not at all.
     ``combo`` is a :class:`Combo` or the name of one in :data:`meddpm.run.combos.COMBOS`;
     ``batch_size`` and ``grad_accumulate`` must be at least 1 (else :class:`UserError`).
     """
@@ -131,6 +132,17 @@ class TrainStep:
         )
         self.ema = ExponentialMovingAverage(self.model.denoiser, ema) if ema is not None else None
         self._captured = CapturedStep(self._iteration, self.device) if self.whole_step_graph else None
+
+    @property
+    def calls_before_replay(self) -> int:
+        """Calls until this step only replays CUDA graphs (0 without them): time none of them.
+
+        The whole iteration is recorded after its eager calls; Inductor's graph trees run their first
+        call as a warm-up and record in the second.
+        """
+        if self._captured is not None:
+            return self._captured.calls_before_replay
+        return 2 if self.cuda_graphs else 0
 
     def __call__(self) -> torch.Tensor:
         """Run one iteration; returns the (undivided) loss of the last micro-batch, unsynced."""

@@ -102,7 +102,12 @@ def add_options(parser: pytest.Parser) -> None:
     g.addoption("--preset", default=None, help="model preset (default: paper on a GPU, tiny on the CPU)")
     g.addoption("--combos", default=None, help=f"comma-separated combos (default: all on GPU); {', '.join(COMBOS)}")
     g.addoption("--batch-size", type=int, default=1, help="volumes per iteration (default: 1)")
-    g.addoption("--perf-warmup", type=int, default=None, help="warm-up iterations per combo (default: 3 GPU, 1 CPU)")
+    g.addoption(
+        "--perf-warmup",
+        type=int,
+        default=None,
+        help="warm-up iterations per combo (default: 3 GPU, 1 CPU; never fewer than a combo's CUDA graphs need)",
+    )
     g.addoption(
         "--perf-min-rounds",
         type=int,
