@@ -102,7 +102,11 @@ class Combo:
         """
         if not self.compile:
             return fn
-        options = {**_INDUCTOR_OPTIONS, **prepare_inductor(), "triton.cudagraphs": cuda_graphs}
+        from torch._inductor import config
+
+        # An option this PyTorch lacks would stop the compile, and the package accepts any torch >= 2.4.
+        known = {name: value for name, value in _INDUCTOR_OPTIONS.items() if hasattr(config, name)}
+        options = {**known, **prepare_inductor(), "triton.cudagraphs": cuda_graphs}
         return torch.compile(fn, options=options)  # type: ignore[return-value]
 
     def replays_graphs(self, device: torch.device) -> bool:
