@@ -33,7 +33,7 @@ def run(
     device = torch.device("cuda", device_index)
     torch.cuda.set_device(device)
     step = TrainStep(ModelConfig.preset(preset), get_combo(combo), batch_size, device)
-    for _ in range(warmup):
+    for _ in range(max(warmup, step.calls_before_replay)):  # the range holds replays, never a recording
         step()
     torch.cuda.synchronize()
     range_id = torch.cuda.nvtx.range_start(RANGE)
