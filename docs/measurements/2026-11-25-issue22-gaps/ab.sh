@@ -28,13 +28,7 @@ TORCHINDUCTOR_CACHE_DIR=/tmp/ind-. timeout 150 python3 -m pytest -q tests/test_t
 echo "unit rc=$? $(tail -n 1 "$out/unit.log")" | tee -a "$out/summary.txt"
 step sample-new . 100 $probes/probe.py sample --label sample-new
 step sample-old .old 100 $probes/probe.py sample --label sample-old
-grep -h "^PROBE" "$out"/sample-*.log | python3 -c "
-import json, sys
-for line in sys.stdin:
-    d = json.loads(line.split(' ', 1)[1])
-    print(d['label'], 'warmup', d['warmup_s'], 'full', d['full_s'], 'kernels/step', d['kernels'] // 3,
-          'kernel ms/step', round(sum(d['kernel_ms_per_step'].values()), 2))
-" | tee -a "$out/summary.txt"
+grep -h "^PROBE" "$out"/sample-*.log | python3 $probes/sample_table.py | tee -a "$out/summary.txt"
 TORCHINDUCTOR_CACHE_DIR=/tmp/ind-. timeout 100 python3 -m pytest -q perf_tests/test_parity.py -k fast_keeps -p no:cacheprovider > "$out/parity.log" 2>&1
 echo "parity rc=$? $(tail -n 1 "$out/parity.log")" | tee -a "$out/summary.txt"
 nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu,clocks_throttle_reasons.active --format=csv >> "$out/gpu-state.txt"

@@ -22,11 +22,5 @@ run sample-new1 . 100 python3 $probes/probe.py sample --label sample-new1
 run sample-old1 .old 100 python3 $probes/probe.py sample --label sample-old1
 run sample-old2 .old 60 python3 $probes/probe.py sample --label sample-old2
 run sample-new2 . 60 python3 $probes/probe.py sample --label sample-new2
-grep -h "^PROBE" "$out"/sample-*.log | python3 -c "
-import json, sys
-for line in sys.stdin:
-    d = json.loads(line.split(' ', 1)[1])
-    print(d['label'], 'warmup', d['warmup_s'], 'full', d['full_s'], 'kernels/step', d['kernels'] // 3,
-          'kernel ms/step', round(sum(d['kernel_ms_per_step'].values()), 2))
-" | tee -a "$out/summary.txt"
+grep -h "^PROBE" "$out"/sample-*.log | python3 $probes/sample_table.py | tee -a "$out/summary.txt"
 nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu,clocks_throttle_reasons.active --format=csv >> "$out/gpu-state.txt"
