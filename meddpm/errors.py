@@ -12,6 +12,12 @@ class UserError(Exception):
     """
 
 
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message ("" where it has none), for one-line reports."""
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else ""
+
+
 def run_command(prog: str, run: Callable[[], int], interrupted: str = "interrupted") -> int:
     """A console command's exit status: ``run()``'s, 2 after a UserError (printed as one line), 130 on Ctrl-C."""
     try:

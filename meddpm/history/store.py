@@ -25,7 +25,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, selectinload
 
-from meddpm.errors import UserError
+from meddpm.errors import UserError, first_line
 from meddpm.history.models import CaseResult, Run
 
 ENV_VAR = "MEDDPM_HISTORY"
@@ -233,5 +233,4 @@ def _sqlite_engine(url: URL) -> Engine:
 def _first_line(exc: BaseException) -> str:
     """The first line of an exception's message, without SQLAlchemy's background link."""
     original = getattr(exc, "orig", None)
-    text_ = str(original if original is not None else exc).strip().splitlines()
-    return text_[0] if text_ else type(exc).__name__
+    return first_line(original if original is not None else exc) or type(exc).__name__

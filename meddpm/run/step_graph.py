@@ -13,6 +13,8 @@ from collections.abc import Callable
 
 import torch
 
+from meddpm.errors import first_line
+
 
 class RecordingFailed(RuntimeError):
     """Recording the iteration as a CUDA graph failed; the step cannot be used any more."""
@@ -88,7 +90,7 @@ class CapturedStep:
         except Exception as error:
             # A failed capture_end leaves the capture stream current; give the caller theirs back.
             torch.cuda.set_stream(current)
-            cause = str(error).strip().splitlines()[0] if str(error).strip() else ""
+            cause = first_line(error)
             self.failure = f"{type(error).__name__}: {cause}" if cause else type(error).__name__
             raise RecordingFailed(
                 f"recording the training iteration as a CUDA graph failed ({self.failure}); "
