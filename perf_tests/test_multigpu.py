@@ -10,7 +10,7 @@ runner's NCCL environment applies as it is set.
 import pytest
 import torch
 
-from meddpm.measure.parity import load_bounds
+from meddpm.parity.bounds import load_bounds
 from meddpm.run.distributed import check_parity, run_ddp, scaling_efficiency
 from meddpm.suite.cases import PerfCase
 from meddpm.suite.session import SuiteRun

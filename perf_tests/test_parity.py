@@ -2,14 +2,15 @@
 
 Each pair runs generated cases under two sides and compares loss, prediction, one sampling
 step and every gradient by relative norm against bounds measured by
-``python -m meddpm.measure.parity calibrate`` (about twice the worst error seen over many cases).
+``python -m meddpm.parity calibrate`` (about twice the worst error seen over many cases).
 """
 
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from meddpm.measure.parity import (
+from meddpm.parity.bounds import CALIBRATE, bound_key, load_bounds
+from meddpm.parity.cases import (
     ATTENTION,
     BATCHES,
     FAST_BOUNDS_FROM,
@@ -20,8 +21,6 @@ from meddpm.measure.parity import (
     TIMESTEPS,
     Case,
     Pair,
-    bound_key,
-    load_bounds,
 )
 
 pytestmark = pytest.mark.parity
@@ -77,7 +76,7 @@ def _violations(pair: Pair, errors: dict, key: str | None = None) -> list[str]:
 def test_pair_agrees_within_measured_bounds(pair: Pair, case: Case):
     assume(pair.covers(case))
     if bound_key(pair) not in BOUNDS:
-        calibrate = f"python -m meddpm.measure.parity calibrate --device {pair.device}"
+        calibrate = f"{CALIBRATE} --device {pair.device}"
         pytest.skip(f"no measured bounds for {bound_key(pair)}; run {calibrate}")
     violations = _violations(pair, pair.errors(case))
     assert not violations, f"{pair.variant} vs {pair.reference} on {case}: " + "; ".join(violations)

@@ -26,6 +26,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "data": {"errors"},
     "run": {"model", "kernels", "data", "errors", "measure.timing", "measure.nvml"},
     "measure": {"run", "model", "kernels", "data", "top", *PLUMBING},
+    "parity": {"run", "model", "data", *PLUMBING},
     "report": {"measure", "run", "model"},
     "suite": {"measure", "run", "model", "data", "report", "history", *PLUMBING},
     "history": {"measure", "suite.arch", *PLUMBING},

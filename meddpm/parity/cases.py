@@ -1,37 +1,28 @@
-"""Numerical parity between layouts and precisions.
+"""Parity cases, sides and pairs: what is run, and how two runs of it are compared.
 
 One *case* is a small model configuration plus a batch, a timestep and a seed. Running it
 under a *side* (a combo on a device, in float32 or float64) gives the loss, the noise
 prediction, one reverse-diffusion step and every parameter's gradient. A *pair* compares
-two sides by relative norm ||a - b|| / ||b|| per tensor, against bounds that were measured
-(``python -m meddpm.measure.parity calibrate``) and stored in ``perf_tests/parity_bounds.json``.
+two sides by relative norm ||a - b|| / ||b|| per tensor, against the measured bounds of
+:mod:`meddpm.parity.bounds`.
 """
 
 from __future__ import annotations
 
-import argparse
-import datetime
-import json
 import math
 import random
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from meddpm.atomic import write_json_atomic
 from meddpm.data.phantom import phantom_batch
-from meddpm.errors import UserError
 from meddpm.model.config import ModelConfig
 from meddpm.model.diffusion import build_model
 from meddpm.run.combos import COMBOS
 
 KINDS = ("loss", "prediction", "sample_step", "grads")
-BOUNDS_FILE = Path(__file__).resolve().parents[2] / "perf_tests" / "parity_bounds.json"
-BOUNDS_SCHEMA = "meddpm-parity-bounds/1"
 
 # The space cases are drawn from, shared by the Hypothesis strategy and calibration.
 SIDES = (4, 8)
@@ -246,80 +237,3 @@ FAST_BOUNDS_FROM = "cuda:bf16~fp32"
 
 
 PAIRS: dict[str, list[Pair]] = {"cpu": _pairs("cpu"), "cuda": _pairs("cuda")}
-
-
-def bound_key(pair: Pair) -> str:
-    """Where a pair's bounds live in the bounds file: per device, since kernels differ."""
-    return f"{pair.device}:{pair.name}"
-
-
-def load_bounds(path: Path = BOUNDS_FILE) -> dict[str, dict]:
-    """The measured bounds per pair key, or a UserError naming the file and the problem."""
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise UserError(f"{path}: no parity bounds yet; run python -m meddpm.measure.parity calibrate") from None
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{path}: not valid JSON ({exc}); restore it from git or recalibrate") from None
-    if data.get("schema") != BOUNDS_SCHEMA:
-        raise UserError(f"{path}: schema {data.get('schema')!r}, expected {BOUNDS_SCHEMA!r}; recalibrate")
-    return data["pairs"]
-
-
-def _round_up(x: float) -> float:
-    """Round up to two significant digits (bounds read better, and stay >= the value)."""
-    if x <= 0 or not math.isfinite(x):
-        return x
-    scale = 10 ** (math.floor(math.log10(x)) - 1)
-    return math.ceil(x / scale) * scale
-
-
-def calibrate(device: str, examples: int, seed: int, progress: Callable[[str], None]) -> dict[str, dict]:
-    """Run ``examples`` random cases per pair; bounds are twice the worst error observed."""
-    rng = random.Random(seed)
-    cases = [random_case(rng) for _ in range(examples)]
-    entries = {}
-    for pair in PAIRS[device]:
-        worst = {kind: 0.0 for kind in KINDS}
-        for i, case in enumerate(cases):
-            if not pair.covers(case):
-                continue
-            for kind, (error, _) in pair.errors(case).items():
-                worst[kind] = max(worst[kind], error)
-            progress(f"{pair.name}: {i + 1}/{examples}")
-        entries[bound_key(pair)] = {
-            "bounds": {k: _round_up(2 * w) for k, w in worst.items()},
-            "worst_observed": worst,
-            "examples": examples,
-            "measured_on": torch.cuda.get_device_name() if device == "cuda" else "cpu",
-            "torch": torch.__version__,
-            "date": datetime.date.today().isoformat(),
-        }
-    return entries
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m meddpm.measure.parity calibrate``: measure errors and merge bounds into the file."""
-    p = argparse.ArgumentParser(prog="python -m meddpm.measure.parity")
-    p.add_argument("command", choices=["calibrate"])
-    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    p.add_argument("--examples", type=int, default=50)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", type=Path, default=BOUNDS_FILE)
-    args = p.parse_args(argv)
-    try:
-        if args.device == "cuda" and not torch.cuda.is_available():
-            raise UserError("no CUDA GPU is visible to PyTorch; calibrate with --device cpu")
-        pairs = load_bounds(args.out) if args.out.exists() else {}
-        pairs.update(calibrate(args.device, args.examples, args.seed, lambda m: print(m, file=sys.stderr)))
-    except UserError as exc:
-        print(f"meddpm.measure.parity: error: {exc}", file=sys.stderr)
-        return 2
-    write_json_atomic(args.out, {"schema": BOUNDS_SCHEMA, "pairs": dict(sorted(pairs.items()))})
-    for key, entry in sorted(pairs.items()):
-        print(key, {k: f"{v:.2e}" for k, v in entry["worst_observed"].items()})
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
