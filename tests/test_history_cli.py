@@ -154,3 +154,18 @@ def test_report_writes_a_page_per_architecture(tmp_path, capsys):
     (tmp_path / "file").write_text("")
     assert main(["report", "--db", str(db), "--out", str(tmp_path / "file")]) == 2
     assert "is a file; give a folder" in capsys.readouterr().err
+
+
+def test_a_run_with_a_nan_median_is_refused_naming_case_and_field_not_read_as_already_in(tmp_path, capsys):
+    good, bad = write_history(tmp_path / "runs", simulate(np.random.default_rng(0), 2))
+    document = json.loads(bad.read_text())
+    document["cases"][1]["stats"]["median"] = float("nan")
+    bad.write_text(json.dumps(document))
+    db = tmp_path / "h.sqlite"
+    assert main(["import", "--db", str(db), str(good), str(bad)]) == 1
+    out, err = capsys.readouterr()
+    assert err.strip().splitlines() == [
+        f"meddpm-history: {bad}: case paper/opt1/b1: stats.median holds nan; "
+        "a time must be a finite number of ms above 0"
+    ]
+    assert "2 file(s) read, 1 skipped: 1 run(s) added, 0 already in" in out and stored_runs(db) == 1

@@ -11,6 +11,7 @@ import pytest
 
 from meddpm.bench.cli import main as bench_main
 from meddpm.errors import UserError
+from meddpm.history.append import append_results
 from meddpm.history.simulation import results_document
 from meddpm.history.store import HistoryStore
 from meddpm.measure.campaign import ComboResult
@@ -190,3 +191,15 @@ def test_a_bad_history_stops_the_suite_before_measuring(suite):
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*no database driver for nosuchdb://h/d*"])
     assert not (suite.path / "results").exists()
+
+
+def test_a_live_append_of_a_nan_median_is_refused_not_read_as_already_in(tmp_path):
+    results = tmp_path / "results.json"
+    document = results_document("h200", datetime.datetime(2026, 12, 1), "c0", {"fast": 49.3})
+    document["cases"][0]["stats"]["median"] = float("nan")
+    results.write_text(json.dumps(document))
+    db = tmp_path / "h.sqlite"
+    HistoryStore.open(str(db)).close()  # as the run's start does
+    with pytest.raises(UserError, match=r"^case paper/fast/b1: stats.median holds nan; a time must be"):
+        append_results(str(db), results, {}, "pytest suite")
+    assert stored(db) == []
