@@ -295,3 +295,14 @@ def test_a_killed_import_leaves_the_database_as_it_was(tmp_path):
     assert died.returncode == 9, died.stderr
     with HistoryStore.open(target) as store:
         assert len(store.runs()) == 2
+
+
+def test_an_integrity_error_other_than_a_duplicate_run_is_not_read_as_already_in(target):
+    """A row the database refuses for another reason (here a missing median, which SQLite makes of a NaN)
+    fails the append in one line; only the fingerprint's uniqueness means another runner stored the run."""
+    run = runs(1)[0]
+    run.cases[0].median_ms = None
+    with HistoryStore.open(target) as store:
+        with pytest.raises(UserError, match="appending failed: .*(NOT NULL|null value)") as caught:
+            store.add([run])
+        assert "\n" not in str(caught.value) and store.runs() == []

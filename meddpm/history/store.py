@@ -168,11 +168,19 @@ class HistoryStore:
 
     @staticmethod
     def _insert(session: Session, run: Run) -> bool:
-        """Insert one run in a savepoint; False if another runner stored the same run meanwhile."""
+        """Insert one run in a savepoint; False if another runner stored the same run meanwhile.
+
+        Only a uniqueness violation with the run's fingerprint now stored means that; any other integrity
+        error (a missing value, a case twice) is the run's own problem and propagates.
+        """
         try:
             with session.begin_nested():
                 session.add(run)
-        except IntegrityError:
+        except IntegrityError as exc:
+            if not _unique_violation(exc):
+                raise
+            if session.scalar(select(Run.id).where(Run.fingerprint == run.fingerprint)) is None:
+                raise
             return False
         return True
 
@@ -203,6 +211,15 @@ def _check_sqlite_path(path: Path, create: bool) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserError(f"cannot create the history database {path}: {exc.strerror}") from None
+
+
+def _unique_violation(exc: IntegrityError) -> bool:
+    """Whether the database refused a row as a duplicate of a unique key (not a missing value, say)."""
+    original = exc.orig
+    # SQLite's extended result code; PostgreSQL's SQLSTATE unique_violation (psycopg 3, then psycopg2).
+    if getattr(original, "sqlite_errorname", None) == "SQLITE_CONSTRAINT_UNIQUE":
+        return True
+    return "23505" in (getattr(original, "sqlstate", None), getattr(original, "pgcode", None))
 
 
 def _sqlite_engine(url: URL) -> Engine:
