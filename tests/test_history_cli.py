@@ -169,3 +169,26 @@ def test_a_run_with_a_nan_median_is_refused_naming_case_and_field_not_read_as_al
         "a time must be a finite number of ms above 0"
     ]
     assert "2 file(s) read, 1 skipped: 1 run(s) added, 0 already in" in out and stored_runs(db) == 1
+
+
+@pytest.mark.parametrize("command", [["check"], ["report", "--out", "{tmp}/site"], ["import", "{tmp}/r.json"]])
+@pytest.mark.parametrize(
+    "url, message",
+    [
+        ("postgresql:/db.example/perf", "'postgresql:/db.example/perf' is not a database URL; give sqlite:///path, "),
+        ("sqlite:relative.db", "'sqlite:relative.db' is not a database URL; give sqlite:///path, postgresql://"),
+        ("postgresql://u:secret@db.example:abc/perf", "'postgresql://u:***@db.example:abc/perf': the port is not a"),
+        ("sqlite://relative.db", "'sqlite://relative.db' names a host, which SQLite has none of"),
+    ],
+    ids=["one-slash", "no-slash", "port", "sqlite-host"],
+)
+def test_a_mistyped_url_is_one_line_and_creates_nothing(tmp_path, capsys, monkeypatch, command, url, message):
+    files = write_history(tmp_path / "runs", simulate(np.random.default_rng(0), 1))
+    (tmp_path / "r.json").write_text(files[0].read_text())
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    assert main([*(a.replace("{tmp}", str(tmp_path)) for a in command), "--db", url]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"meddpm-history: error: {message}"), err
+    assert "secret" not in err[0] and list(work.iterdir()) == []

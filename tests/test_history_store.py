@@ -11,6 +11,7 @@ import json
 import multiprocessing
 import os
 import pwd
+import re
 import shutil
 import socket
 import subprocess
@@ -27,6 +28,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
 from meddpm.errors import UserError
+from meddpm.history.append import history_target
 from meddpm.history.documents import run_from_document
 from meddpm.history.models import Base, Run
 from meddpm.history.simulation import simulate, simulated_documents
@@ -306,3 +308,31 @@ def test_an_integrity_error_other_than_a_duplicate_run_is_not_read_as_already_in
         with pytest.raises(UserError, match="appending failed: .*(NOT NULL|null value)") as caught:
             store.add([run])
         assert "\n" not in str(caught.value) and store.runs() == []
+
+
+@pytest.mark.parametrize(
+    "target, message",
+    [
+        ("postgresql:/db.example/perf", "'postgresql:/db.example/perf' is not a database URL; give sqlite:///path"),
+        ("sqlite:relative.db", "'sqlite:relative.db' is not a database URL; give sqlite:///path, postgresql://"),
+        ("postgresql+psycopg://u:secret@db:5432x/perf", "'postgresql+psycopg://u:***@db:5432x/perf': the port is"),
+        ("postgresql://db:70000/perf", "'postgresql://db:70000/perf': port 70000 is out of range"),
+        ("sqlite://relative.db", "'sqlite://relative.db' names a host"),
+        ("sqlite://", "'sqlite://' is an in-memory database, which keeps nothing"),
+    ],
+    ids=["one-slash", "no-slash", "port", "port-range", "sqlite-host", "in-memory"],
+)
+def test_a_mistyped_url_is_one_line_for_every_command_and_creates_no_file(tmp_path, monkeypatch, target, message):
+    """history_target is what the suite's --history and meddpm-bench --history call before measuring."""
+    monkeypatch.chdir(tmp_path)
+    for open_it in (lambda: HistoryStore.open(target, create=False), lambda: history_target(target)):
+        with pytest.raises(UserError, match=re.escape(message)) as caught:
+            open_it()
+        assert "\n" not in str(caught.value) and "secret" not in str(caught.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_path_is_still_a_path(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert history_target("./odd:name.sqlite") == "./odd:name.sqlite" and (tmp_path / "odd:name.sqlite").exists()
+    assert history_target("sqlite:///rel.sqlite") and (tmp_path / "rel.sqlite").exists()

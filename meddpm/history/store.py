@@ -1,8 +1,9 @@
 """The history database: where it is, opening (and migrating) it, appending runs, reading them back.
 
-A path means an SQLite file; anything with ``://`` is an SQLAlchemy URL (``postgresql+psycopg://...``
-for a fleet of runners sharing one server). Every problem a user can fix (a bad URL, a missing driver,
-an unreachable server, a file that is not a database) is a one-line :class:`UserError`.
+A path means an SQLite file; anything that starts like a URL (``name:``) is an SQLAlchemy URL
+(``postgresql+psycopg://...`` for a fleet of runners sharing one server, ``sqlite:///path``). Every problem
+a user can fix (a bad URL, a missing driver, an unreachable server, a file that is not a history database,
+a read-only one that a command would write to) is a one-line :class:`UserError`.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import re
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -48,16 +50,36 @@ def resolve_target(given: str | None, default: str | None = DEFAULT_DB) -> str |
     return default
 
 
+# A URL's scheme: two characters or more, so that a Windows drive ("C:") stays a path. A file whose name
+# has such a prefix is given as ./name.
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:")
+_FORMS = "give sqlite:///path, postgresql://host/db (postgresql+psycopg://user@host:port/db), or a plain file path"
+
+
 def database_url(target: str) -> URL:
     """The SQLAlchemy URL for a path (an SQLite file) or a URL, or a one-line UserError."""
-    if "://" not in target:
+    if not _SCHEME.match(target) and "://" not in target:
         return URL.create("sqlite", database=str(Path(target).expanduser().resolve()))
+    shown = _hide_password(target)
     try:
-        return make_url(target)
+        url = make_url(target)
     except ArgumentError:
-        raise UserError(
-            f"{target!r} is not a database URL; give a file path or a URL like postgresql+psycopg://host/db"
-        ) from None
+        raise UserError(f"{shown!r} is not a database URL; {_FORMS} (./{shown} for a file of that name)") from None
+    except ValueError:  # make_url reads the port with int()
+        raise UserError(f"{shown!r}: the port is not a number; {_FORMS}") from None
+    if url.port is not None and not 0 < url.port < 65536:
+        raise UserError(f"{shown!r}: port {url.port} is out of range (1 to 65535); {_FORMS}")
+    if url.get_backend_name() == "sqlite":
+        if url.host or url.port or url.username or url.password:
+            raise UserError(f"{shown!r} names a host, which SQLite has none of; {_FORMS} (three slashes)")
+        if url.database in (None, "", ":memory:"):
+            raise UserError(f"{shown!r} is an in-memory database, which keeps nothing; {_FORMS}")
+    return url
+
+
+def _hide_password(target: str) -> str:
+    """``target`` with the password of a ``user:password@`` part masked, for messages."""
+    return re.sub(r"(//[^/@]*?:)[^/@]*@", r"\1***@", target)
 
 
 @dataclass(frozen=True)
