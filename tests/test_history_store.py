@@ -26,6 +26,7 @@ import pytest
 import sqlalchemy
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
 
 from meddpm.errors import UserError
 from meddpm.history.append import history_target
@@ -336,3 +337,14 @@ def test_a_path_is_still_a_path(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert history_target("./odd:name.sqlite") == "./odd:name.sqlite" and (tmp_path / "odd:name.sqlite").exists()
     assert history_target("sqlite:///rel.sqlite") and (tmp_path / "rel.sqlite").exists()
+
+
+def test_a_read_only_history_of_an_older_schema_is_one_line(tmp_path, monkeypatch):
+    """The read-only mount itself is tested in test_history_cli.py; here the store is told the file is not
+    writable (as access() says on such a mount) and this code's schema is one revision newer than the file's."""
+    path = tmp_path / "history.sqlite"
+    HistoryStore.open(str(path)).close()
+    monkeypatch.setattr("meddpm.history.store._writable", lambda _path: False)
+    monkeypatch.setattr(ScriptDirectory, "get_current_head", lambda self: "0002")
+    with pytest.raises(UserError, match="schema revision 0001, older than this meddpm-perf reads .0002., and is"):
+        HistoryStore.open(str(path), create=False)
