@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -154,3 +159,128 @@ def test_report_writes_a_page_per_architecture(tmp_path, capsys):
     (tmp_path / "file").write_text("")
     assert main(["report", "--db", str(db), "--out", str(tmp_path / "file")]) == 2
     assert "is a file; give a folder" in capsys.readouterr().err
+
+
+def test_a_run_with_a_nan_median_is_refused_naming_case_and_field_not_read_as_already_in(tmp_path, capsys):
+    good, bad = write_history(tmp_path / "runs", simulate(np.random.default_rng(0), 2))
+    document = json.loads(bad.read_text())
+    document["cases"][1]["stats"]["median"] = float("nan")
+    bad.write_text(json.dumps(document))
+    db = tmp_path / "h.sqlite"
+    assert main(["import", "--db", str(db), str(good), str(bad)]) == 1
+    out, err = capsys.readouterr()
+    assert err.strip().splitlines() == [
+        f"meddpm-history: {bad}: case paper/opt1/b1: stats.median holds nan; "
+        "a time must be a finite number of ms above 0"
+    ]
+    assert "2 file(s) read, 1 skipped: 1 run(s) added, 0 already in" in out and stored_runs(db) == 1
+
+
+@pytest.mark.parametrize("command", [["check"], ["report", "--out", "{tmp}/site"], ["import", "{tmp}/r.json"]])
+@pytest.mark.parametrize(
+    "url, message",
+    [
+        ("postgresql:/db.example/perf", "'postgresql:/db.example/perf' is not a database URL; give sqlite:///path, "),
+        ("sqlite:relative.db", "'sqlite:relative.db' is not a database URL; give sqlite:///path, postgresql://"),
+        ("postgresql://u:secret@db.example:abc/perf", "'postgresql://u:***@db.example:abc/perf': the port is not a"),
+        ("sqlite://relative.db", "'sqlite://relative.db' names a host, which SQLite has none of"),
+    ],
+    ids=["one-slash", "no-slash", "port", "sqlite-host"],
+)
+def test_a_mistyped_url_is_one_line_and_creates_nothing(tmp_path, capsys, monkeypatch, command, url, message):
+    files = write_history(tmp_path / "runs", simulate(np.random.default_rng(0), 1))
+    (tmp_path / "r.json").write_text(files[0].read_text())
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    assert main([*(a.replace("{tmp}", str(tmp_path)) for a in command), "--db", url]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"meddpm-history: error: {message}"), err
+    assert "secret" not in err[0] and list(work.iterdir()) == []
+
+
+def _empty_sqlite(path: Path) -> None:
+    connection = sqlite3.connect(path)
+    connection.execute("PRAGMA user_version = 7")  # a real SQLite file, of something else, with no tables
+    connection.commit()
+    connection.close()
+
+
+@pytest.mark.parametrize("command", [["check"], ["report", "--out", "{tmp}/site"]])
+@pytest.mark.parametrize("make", [lambda p: p.write_bytes(b""), _empty_sqlite], ids=["zero-byte", "foreign-empty"])
+def test_check_and_report_leave_a_file_that_is_no_history_database_as_it_was(tmp_path, capsys, command, make):
+    db = tmp_path / "other.sqlite"
+    make(db)
+    before = db.read_bytes()
+    assert main([*(a.replace("{tmp}", str(tmp_path)) for a in command), "--db", str(db)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"meddpm-history: error: {db} is not a history database (it holds no tables); "
+        "create one with 'meddpm-history import' or --history"
+    ]
+    assert db.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["other.sqlite"]
+
+
+def test_a_results_document_with_no_cases_or_a_newer_schema_is_an_error(tmp_path, capsys):
+    empty = tmp_path / "empty.json"
+    empty.write_text('{"cases": []}')
+    newer = tmp_path / "newer.json"
+    newer.write_text('{"schema": "meddpm-perf-results/2", "arch": "h200", "cases": []}')
+    untimed = tmp_path / "untimed.json"
+    environment = {"date": "2026-12-01"}
+    untimed.write_text(json.dumps({"schema": "meddpm-perf-results/1", "arch": "h200", "environment": environment}))
+    db = tmp_path / "h.sqlite"
+    assert main(["import", "--db", str(db), str(empty), str(newer), str(untimed)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"meddpm-history: {empty}: not a meddpm results file (no schema field; known: "
+        "meddpm-perf-results/1, meddpm-bench/1, meddpm-bench/2)",
+        f"meddpm-history: {newer}: a meddpm-perf-results/2 file, which this meddpm-perf cannot read "
+        "(it reads meddpm-perf-results/1, meddpm-bench/1, meddpm-bench/2)",
+        f"meddpm-history: {untimed}: a meddpm-perf-results/1 file with no measured cases",
+    ]
+
+
+def test_an_nsight_compute_only_session_is_noted_as_nothing_to_store(tmp_path, capsys):
+    ncu_only = tmp_path / "results.json"
+    ncu_only.write_text('{"schema": "meddpm-perf-results/1", "arch": "h200", "cases": [], "ncu": [{"combo": "opt1"}]}')
+    assert main(["import", "--db", str(tmp_path / "h.sqlite"), str(ncu_only)]) == 0
+    assert f"{ncu_only}: no timed cases, nothing to store" in capsys.readouterr().err
+
+
+# A read-only mount, for real: a user and mount namespace (util-linux's unshare, no privileges needed) in which
+# the history's folder is bind-mounted read-only. chmod cannot stand in for it: the tests run as root, whom
+# file permissions do not stop, but a read-only mount stops everyone.
+READ_ONLY_MOUNT = 'mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && shift && exec "$@"'
+
+
+def _on_read_only_mount(folder: Path, *command: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", READ_ONLY_MOUNT, "sh", str(folder), *command],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+
+
+def test_a_history_on_a_read_only_mount_is_read_and_not_written(tmp_path):
+    """check and report read a WAL database on a read-only mount (where SQLite cannot even make its
+    shared-memory file); import is refused up front in one line; the file is not changed."""
+    if shutil.which("unshare") is None or _on_read_only_mount(tmp_path, "true").returncode != 0:
+        pytest.skip("no user and mount namespaces here (unshare --user --mount) to make a read-only mount")
+    folder = tmp_path / "mounted"
+    files = write_history(tmp_path / "runs", simulate(np.random.default_rng(0), 3))
+    db = folder / "h.sqlite"
+    assert main(["import", "--db", str(db), *map(str, files[:2])]) == 0
+    before = db.read_bytes()
+    cli = [sys.executable, "-m", "meddpm.history.cli", "--db", str(db)]
+    checked = _on_read_only_mount(folder, *cli, "check")
+    assert checked.returncode == 0 and "2 run(s) of 1 architecture(s)" in checked.stdout, checked.stderr
+    reported = _on_read_only_mount(folder, *cli, "report", "--out", str(tmp_path / "site"))
+    assert reported.returncode == 0 and "dashboard:" in reported.stdout, reported.stderr
+    imported = _on_read_only_mount(folder, *cli, "import", str(files[2]))
+    assert imported.returncode == 2 and imported.stderr.strip().splitlines() == [
+        f"meddpm-history: error: history database {db} is read-only here (a read-only mount or no write "
+        "permission); storing runs needs write access (check and report can read it)"
+    ]
+    assert db.read_bytes() == before and sorted(p.name for p in folder.iterdir()) == ["h.sqlite"]

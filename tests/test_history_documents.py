@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import copy
+import datetime
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from meddpm.errors import UserError
 from meddpm.history.documents import SCHEMAS, ForeignDocument, fingerprint, run_from_document
+from meddpm.history.simulation import results_document
 
 MEASUREMENTS = Path(__file__).resolve().parent.parent / "docs" / "measurements"
 
@@ -105,3 +108,65 @@ def test_what_is_not_a_usable_results_document_is_one_line(document, error, mess
     with pytest.raises(error, match=message.replace("(", r"\(").replace(")", r"\)")) as caught:
         run_from_document(document, "x.json")
     assert "\n" not in str(caught.value)
+
+
+def _suite_document() -> dict:
+    return results_document("h200", datetime.datetime(2026, 12, 1), "c0", {"baseline": 1200.0, "opt1": 230.0})
+
+
+def _ddp_document() -> dict:
+    document = _suite_document()
+    document["ddp"] = [
+        {
+            "preset": "paper",
+            "combo": "opt1",
+            "batch_per_rank": 1,
+            "world_size": 2,
+            "median_ms": 240.0,
+            "rank_samples_ms": [[240.0, 241.0], [239.0, 242.0]],
+            "energy_j_per_iter": [100.0, 101.0],
+        }
+    ]
+    return document
+
+
+def _set(path: str, value: object, ddp: bool = False):
+    """A document with the figure at ``path`` (keys and indices joined by '.') replaced by ``value``."""
+    document = _ddp_document() if ddp else _suite_document()
+    *parents, last = path.split(".")
+    node = document
+    for key in parents:
+        node = node[int(key)] if isinstance(node, list) else node[key]
+    node[int(last) if isinstance(node, list) else last] = value
+    return document
+
+
+@pytest.mark.parametrize(
+    "document, message",
+    [
+        (_set("cases.0.stats.median", float("nan")), "case paper/baseline/b1: stats.median holds nan"),
+        (_set("cases.1.samples_ms.2", float("inf")), "case paper/opt1/b1: samples_ms holds inf"),
+        (_set("cases.0.samples_ms.0", -3.0), "case paper/baseline/b1: samples_ms holds -3.0"),
+        (_set("cases.0.stats.median", 0.0), "case paper/baseline/b1: stats.median holds 0.0"),
+        (_set("cases.1.process_medians_ms", [230.0, float("nan")]), "case paper/opt1/b1: process_medians_ms holds nan"),
+        (_set("cases.0.tflops", float("-inf")), "case paper/baseline/b1: tflops holds -inf"),
+        (_set("cases.0.energy_j_per_iter", -1.0), "case paper/baseline/b1: energy_j_per_iter holds -1.0"),
+        (_set("cases.0.peak_allocated_bytes", -1), "case paper/baseline/b1: peak_allocated_bytes holds -1.0"),
+        (_set("ddp.0.median_ms", float("nan"), ddp=True), "case paper/opt1/b1/ddp2: median_ms holds nan"),
+        (_set("ddp.0.rank_samples_ms.1.0", float("inf"), ddp=True), "ddp2: rank_samples_ms holds inf"),
+        (_set("cases.1.combo", "baseline"), "case paper/baseline/b1 twice"),
+    ],
+    ids=["nan-median", "inf-sample", "negative-sample", "zero-median", "nan-process-median", "inf-tflops",
+         "negative-energy", "negative-peak", "nan-ddp-median", "inf-ddp-sample", "case-twice"],
+)  # fmt: skip
+def test_a_figure_no_measurement_gives_is_refused_naming_the_case_and_field(document, message):
+    with pytest.raises(UserError, match=re.escape(message)) as caught:
+        run_from_document(json.loads(json.dumps(document)), "x.json")
+    assert "\n" not in str(caught.value)
+
+
+def test_figures_a_measurement_gives_are_kept():
+    run = run_from_document(_set("cases.0.energy_j_per_iter", 0.0, ddp=True), "x.json")
+    assert [c.case for c in run.cases] == ["paper/baseline/b1", "paper/opt1/b1", "paper/opt1/b1/ddp2"]
+    assert run.cases[0].energy_j_per_iter == 0.0 and run.cases[0].peak_allocated_bytes == 20 * 2**30
+    assert run.cases[2].samples_ms == [240.0, 242.0] and run.cases[2].energy_j_per_iter == 201.0

@@ -11,6 +11,7 @@ import pytest
 
 from meddpm.bench.cli import main as bench_main
 from meddpm.errors import UserError
+from meddpm.history.append import append_results
 from meddpm.history.simulation import results_document
 from meddpm.history.store import HistoryStore
 from meddpm.measure.campaign import ComboResult
@@ -110,14 +111,25 @@ def test_bench_history_alone_is_the_environment_else_the_default_file(bench, tmp
     assert len(stored(tmp_path / "env.sqlite")) == 1
 
 
-def test_bench_refuses_a_bad_history_before_measuring(monkeypatch, tmp_path, capsys):
+@pytest.mark.parametrize(
+    "history, message",
+    [
+        ("nosuchdb://h/d", "no database driver for nosuchdb://h/d"),
+        ("postgresql://db.example:abc/perf", "'postgresql://db.example:abc/perf': the port is not a number"),
+        ("postgresql:/db.example/perf", "'postgresql:/db.example/perf' is not a database URL"),
+    ],
+    ids=["driver", "port", "one-slash"],
+)
+def test_bench_refuses_a_bad_history_before_measuring(monkeypatch, tmp_path, capsys, history, message):
     def refuse(*_, **__):
         raise AssertionError("the command started measuring instead of refusing")
 
     monkeypatch.setattr("meddpm.bench.cli.Campaign", refuse)
-    assert bench_main(["--device", "cpu", "--json", str(tmp_path / "r.json"), "--history", "nosuchdb://h/d"]) == 2
+    monkeypatch.chdir(tmp_path)
+    assert bench_main(["--device", "cpu", "--json", str(tmp_path / "r.json"), "--history", history]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "no database driver for nosuchdb://h/d" in err[0]
+    assert len(err) == 1 and message in err[0]
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_bench_keeps_its_json_when_the_append_fails(bench, tmp_path, capsys, monkeypatch):
@@ -184,9 +196,30 @@ def test_a_failing_append_is_one_line_and_results_json_stays(suite_options, tmp_
     assert json.loads(results.read_text())["cases"][0]["combo"] == "fast"
 
 
-def test_a_bad_history_stops_the_suite_before_measuring(suite):
+@pytest.mark.parametrize(
+    "history, message",
+    [
+        ("nosuchdb://h/d", "no database driver for nosuchdb://h/d"),
+        ("postgresql://db.example:abc/perf", "'postgresql://db.example:abc/perf': the port is not a number"),
+    ],
+    ids=["driver", "port"],
+)
+def test_a_bad_history_stops_the_suite_before_measuring(suite, history, message):
     suite.makeconftest(FAKE_CLOCK)
-    result = run_suite(suite, "--history=nosuchdb://h/d")
+    result = run_suite(suite, f"--history={history}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*no database driver for nosuchdb://h/d*"])
+    result.stderr.fnmatch_lines([f"*{message}*"])
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
     assert not (suite.path / "results").exists()
+
+
+def test_a_live_append_of_a_nan_median_is_refused_not_read_as_already_in(tmp_path):
+    results = tmp_path / "results.json"
+    document = results_document("h200", datetime.datetime(2026, 12, 1), "c0", {"fast": 49.3})
+    document["cases"][0]["stats"]["median"] = float("nan")
+    results.write_text(json.dumps(document))
+    db = tmp_path / "h.sqlite"
+    HistoryStore.open(str(db)).close()  # as the run's start does
+    with pytest.raises(UserError, match=r"^case paper/fast/b1: stats.median holds nan; a time must be"):
+        append_results(str(db), results, {}, "pytest suite")
+    assert stored(db) == []

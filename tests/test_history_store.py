@@ -11,6 +11,7 @@ import json
 import multiprocessing
 import os
 import pwd
+import re
 import shutil
 import socket
 import subprocess
@@ -25,8 +26,10 @@ import pytest
 import sqlalchemy
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
 
 from meddpm.errors import UserError
+from meddpm.history.append import history_target
 from meddpm.history.documents import run_from_document
 from meddpm.history.models import Base, Run
 from meddpm.history.simulation import simulate, simulated_documents
@@ -295,3 +298,53 @@ def test_a_killed_import_leaves_the_database_as_it_was(tmp_path):
     assert died.returncode == 9, died.stderr
     with HistoryStore.open(target) as store:
         assert len(store.runs()) == 2
+
+
+def test_an_integrity_error_other_than_a_duplicate_run_is_not_read_as_already_in(target):
+    """A row the database refuses for another reason (here a missing median, which SQLite makes of a NaN)
+    fails the append in one line; only the fingerprint's uniqueness means another runner stored the run."""
+    run = runs(1)[0]
+    run.cases[0].median_ms = None
+    with HistoryStore.open(target) as store:
+        with pytest.raises(UserError, match="appending failed: .*(NOT NULL|null value)") as caught:
+            store.add([run])
+        assert "\n" not in str(caught.value) and store.runs() == []
+
+
+@pytest.mark.parametrize(
+    "target, message",
+    [
+        ("postgresql:/db.example/perf", "'postgresql:/db.example/perf' is not a database URL; give sqlite:///path"),
+        ("sqlite:relative.db", "'sqlite:relative.db' is not a database URL; give sqlite:///path, postgresql://"),
+        ("postgresql+psycopg://u:secret@db:5432x/perf", "'postgresql+psycopg://u:***@db:5432x/perf': the port is"),
+        ("postgresql://db:70000/perf", "'postgresql://db:70000/perf': port 70000 is out of range"),
+        ("sqlite://relative.db", "'sqlite://relative.db' names a host"),
+        ("sqlite://", "'sqlite://' is an in-memory database, which keeps nothing"),
+    ],
+    ids=["one-slash", "no-slash", "port", "port-range", "sqlite-host", "in-memory"],
+)
+def test_a_mistyped_url_is_one_line_for_every_command_and_creates_no_file(tmp_path, monkeypatch, target, message):
+    """history_target is what the suite's --history and meddpm-bench --history call before measuring."""
+    monkeypatch.chdir(tmp_path)
+    for open_it in (lambda: HistoryStore.open(target, create=False), lambda: history_target(target)):
+        with pytest.raises(UserError, match=re.escape(message)) as caught:
+            open_it()
+        assert "\n" not in str(caught.value) and "secret" not in str(caught.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_path_is_still_a_path(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert history_target("./odd:name.sqlite") == "./odd:name.sqlite" and (tmp_path / "odd:name.sqlite").exists()
+    assert history_target("sqlite:///rel.sqlite") and (tmp_path / "rel.sqlite").exists()
+
+
+def test_a_read_only_history_of_an_older_schema_is_one_line(tmp_path, monkeypatch):
+    """The read-only mount itself is tested in test_history_cli.py; here the store is told the file is not
+    writable (as access() says on such a mount) and this code's schema is one revision newer than the file's."""
+    path = tmp_path / "history.sqlite"
+    HistoryStore.open(str(path)).close()
+    monkeypatch.setattr("meddpm.history.store._writable", lambda _path: False)
+    monkeypatch.setattr(ScriptDirectory, "get_current_head", lambda self: "0002")
+    with pytest.raises(UserError, match="schema revision 0001, older than this meddpm-perf reads .0002., and is"):
+        HistoryStore.open(str(path), create=False)

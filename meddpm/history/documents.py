@@ -2,7 +2,8 @@
 
 Three schemas are read as they are: ``meddpm-perf-results/1`` (the suite), ``meddpm-bench/1`` and
 ``meddpm-bench/2``. Anything else is refused with one line, so a foreign file in a batch is named
-and skipped rather than stored as nonsense.
+and skipped rather than stored as nonsense; so is a figure no measurement gives (a time that is NaN,
+infinite, 0 or negative; a negative or non-finite energy, clock or count), naming the case and the field.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
+import math
 import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -77,6 +79,11 @@ def run_from_document(document: Any, source: str, context: Mapping[str, Any] | N
         raise UserError(f"a malformed {schema} file ({detail})") from None
     if not run.cases:
         raise UserError(f"a {schema} file with no measured cases")
+    seen: set[str] = set()
+    for case in run.cases:
+        if case.case in seen:
+            raise UserError(f"a {schema} file with case {case.case} twice")
+        seen.add(case.case)
     context = dict(context or {})
     for name in CONTEXT_FIELDS:
         if context.get(name) is not None:
@@ -163,10 +170,14 @@ def _bench_process_medians(by_source: Any) -> dict[str, list[float]]:
 
 
 def _case(case: Mapping[str, Any]) -> CaseResult:
-    process_medians = [float(v) for v in case.get("process_medians_ms") or []]
-    median = statistics.median(process_medians) if len(process_medians) > 1 else float(case["stats"]["median"])
+    name = f"{case['preset']}/{case['combo']}/b{int(case['batch_size'])}"
+    process_medians = _times(case.get("process_medians_ms") or [], name, "process_medians_ms")
+    if len(process_medians) > 1:
+        median = statistics.median(process_medians)
+    else:
+        median = _times([case["stats"]["median"]], name, "stats.median")[0]
     return CaseResult(
-        case=f"{case['preset']}/{case['combo']}/b{int(case['batch_size'])}",
+        case=name,
         preset=str(case["preset"]),
         combo=str(case["combo"]),
         batch_size=int(case["batch_size"]),
@@ -174,15 +185,15 @@ def _case(case: Mapping[str, Any]) -> CaseResult:
         math_precision=case.get("math_precision"),
         median_ms=median,
         process_medians_ms=process_medians,
-        samples_ms=[float(v) for v in case["samples_ms"]],
-        peak_allocated_bytes=_int(case.get("peak_allocated_bytes")),
-        peak_reserved_bytes=_int(case.get("peak_reserved_bytes")),
-        energy_j_per_iter=_float(case.get("energy_j_per_iter")),
-        energy_samples_j=[float(v) for v in case.get("energy_samples_j") or []],
-        tflops=_float(case.get("tflops")),
-        sm_clock_mean_mhz=_float(case.get("sm_clock_mean_mhz")),
-        sm_clock_min_mhz=_float(case.get("sm_clock_min_mhz")),
-        temperature_max_c=_float(case.get("temperature_max_c")),
+        samples_ms=_times(case["samples_ms"], name, "samples_ms"),
+        peak_allocated_bytes=_count(case, "peak_allocated_bytes", name),
+        peak_reserved_bytes=_count(case, "peak_reserved_bytes", name),
+        energy_j_per_iter=_figure(case, "energy_j_per_iter", name),
+        energy_samples_j=_figures(case.get("energy_samples_j") or [], name, "energy_samples_j"),
+        tflops=_figure(case, "tflops", name),
+        sm_clock_mean_mhz=_figure(case, "sm_clock_mean_mhz", name),
+        sm_clock_min_mhz=_figure(case, "sm_clock_min_mhz", name),
+        temperature_max_c=_figure(case, "temperature_max_c", name),
         throttle_reasons=list(case.get("throttle_reasons") or []),
         clock_event_reasons=list(case.get("clock_event_reasons") or []),
         reliable=case.get("reliable"),
@@ -194,21 +205,23 @@ def _case(case: Mapping[str, Any]) -> CaseResult:
 
 def _ddp_case(result: Mapping[str, Any]) -> CaseResult:
     """A DDP result as a case of its own: the slowest rank of each round is the round's time."""
-    ranks: Sequence[Sequence[float]] = result["rank_samples_ms"]
-    slowest = [max(values) for values in zip(*ranks)]
-    energy = result.get("energy_j_per_iter") or []
-    peaks = result.get("peak_allocated_bytes") or []
-    clocks = result.get("sm_clock_min_mhz") or []
     batch = int(result["batch_per_rank"])
     world = int(result["world_size"])
+    name = f"{result['preset']}/{result['combo']}/b{batch}/ddp{world}"
+    ranks: Sequence[Sequence[float]] = [_times(r, name, "rank_samples_ms") for r in result["rank_samples_ms"]]
+    slowest = [max(values) for values in zip(*ranks)]
+    energy = _figures(result.get("energy_j_per_iter") or [], name, "energy_j_per_iter")
+    peaks = result.get("peak_allocated_bytes") or []
+    _figures(peaks, name, "peak_allocated_bytes")
+    clocks = _figures(result.get("sm_clock_min_mhz") or [], name, "sm_clock_min_mhz")
     return CaseResult(
-        case=f"{result['preset']}/{result['combo']}/b{batch}/ddp{world}",
+        case=name,
         preset=str(result["preset"]),
         combo=str(result["combo"]),
         batch_size=batch,
         world_size=world,
         math_precision=None,
-        median_ms=float(result["median_ms"]),
+        median_ms=_times([result["median_ms"]], name, "median_ms")[0],
         process_medians_ms=[],
         samples_ms=slowest,
         peak_allocated_bytes=max(peaks) if peaks else None,
@@ -241,9 +254,32 @@ def _text(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-def _int(value: Any) -> int | None:
-    return None if value is None else int(value)
+def _times(values: Sequence[Any], case: str, field: str) -> list[float]:
+    """Times in milliseconds, each finite and above 0, or a one-line UserError naming the case and field."""
+    times = [float(v) for v in values]
+    for value in times:
+        if not (math.isfinite(value) and value > 0):
+            raise UserError(f"case {case}: {field} holds {value}; a time must be a finite number of ms above 0")
+    return times
 
 
-def _float(value: Any) -> float | None:
-    return None if value is None else float(value)
+def _figures(values: Sequence[Any], case: str, field: str) -> list[float]:
+    """Energies, clocks, counts: each finite and 0 or more, or a one-line UserError naming the case and field."""
+    figures = [float(v) for v in values]
+    for value in figures:
+        if not (math.isfinite(value) and value >= 0):
+            raise UserError(f"case {case}: {field} holds {value}; it must be a finite number, 0 or more")
+    return figures
+
+
+def _figure(case: Mapping[str, Any], field: str, name: str) -> float | None:
+    value = case.get(field)
+    return None if value is None else _figures([value], name, field)[0]
+
+
+def _count(case: Mapping[str, Any], field: str, name: str) -> int | None:
+    value = case.get(field)
+    if value is None:
+        return None
+    _figures([value], name, field)
+    return int(value)  # the value itself: a float would round a count above 2**53

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from meddpm.errors import UserError
-from meddpm.history.documents import ForeignDocument, run_from_document
+from meddpm.history.documents import SCHEMAS, ForeignDocument, run_from_document
 from meddpm.history.models import Run
 from meddpm.history.store import HistoryStore, copy_run
 
@@ -64,9 +64,10 @@ def read_runs(path: Path) -> list[Run]:
         raise UserError(f"not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
     except OSError as exc:
         raise UserError(f"cannot read it ({exc.strerror})") from None
-    cases = document.get("cases", document.get("results")) if isinstance(document, dict) else None
-    if isinstance(cases, list) and not cases and not document.get("ddp"):
-        return []  # a valid run that timed nothing (an Nsight Compute-only session, say)
+    if isinstance(document, dict) and document.get("schema") in SCHEMAS and document.get("ncu"):
+        cases = document.get("cases", document.get("results"))
+        if isinstance(cases, list) and not cases and not document.get("ddp"):
+            return []  # an Nsight Compute-only session: a valid run that timed nothing
     return [run_from_document(document, str(path))]
 
 

@@ -1,8 +1,9 @@
 """The history database: where it is, opening (and migrating) it, appending runs, reading them back.
 
-A path means an SQLite file; anything with ``://`` is an SQLAlchemy URL (``postgresql+psycopg://...``
-for a fleet of runners sharing one server). Every problem a user can fix (a bad URL, a missing driver,
-an unreachable server, a file that is not a database) is a one-line :class:`UserError`.
+A path means an SQLite file; anything that starts like a URL (``name:``) is an SQLAlchemy URL
+(``postgresql+psycopg://...`` for a fleet of runners sharing one server, ``sqlite:///path``). Every problem
+a user can fix (a bad URL, a missing driver, an unreachable server, a file that is not a history database,
+a read-only one that a command would write to) is a one-line :class:`UserError`.
 """
 
 from __future__ import annotations
@@ -10,7 +11,10 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import re
+import sqlite3
 import time
+import urllib.parse
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,16 +52,36 @@ def resolve_target(given: str | None, default: str | None = DEFAULT_DB) -> str |
     return default
 
 
+# A URL's scheme: two characters or more, so that a Windows drive ("C:") stays a path. A file whose name
+# has such a prefix is given as ./name.
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:")
+_FORMS = "give sqlite:///path, postgresql://host/db (postgresql+psycopg://user@host:port/db), or a plain file path"
+
+
 def database_url(target: str) -> URL:
     """The SQLAlchemy URL for a path (an SQLite file) or a URL, or a one-line UserError."""
-    if "://" not in target:
+    if not _SCHEME.match(target) and "://" not in target:
         return URL.create("sqlite", database=str(Path(target).expanduser().resolve()))
+    shown = _hide_password(target)
     try:
-        return make_url(target)
+        url = make_url(target)
     except ArgumentError:
-        raise UserError(
-            f"{target!r} is not a database URL; give a file path or a URL like postgresql+psycopg://host/db"
-        ) from None
+        raise UserError(f"{shown!r} is not a database URL; {_FORMS} (./{shown} for a file of that name)") from None
+    except ValueError:  # make_url reads the port with int()
+        raise UserError(f"{shown!r}: the port is not a number; {_FORMS}") from None
+    if url.port is not None and not 0 < url.port < 65536:
+        raise UserError(f"{shown!r}: port {url.port} is out of range (1 to 65535); {_FORMS}")
+    if url.get_backend_name() == "sqlite":
+        if url.host or url.port or url.username or url.password:
+            raise UserError(f"{shown!r} names a host, which SQLite has none of; {_FORMS} (three slashes)")
+        if url.database in (None, "", ":memory:"):
+            raise UserError(f"{shown!r} is an in-memory database, which keeps nothing; {_FORMS}")
+    return url
+
+
+def _hide_password(target: str) -> str:
+    """``target`` with the password of a ``user:password@`` part masked, for messages."""
+    return re.sub(r"(//[^/@]*?:)[^/@]*@", r"\1***@", target)
 
 
 @dataclass(frozen=True)
@@ -77,12 +101,36 @@ class HistoryStore:
 
     @classmethod
     def open(cls, target: str, *, create: bool = True) -> HistoryStore:
-        """Open the database at ``target``, creating it (if ``create``) and migrating it to this schema."""
+        """Open the database at ``target`` and bring it to this schema.
+
+        ``create``: the command will write (an import, an append), so a missing database is created and a
+        read-only one refused. Without it (check, report, a database merged in) the database must already
+        be a history database: nothing is created in it, and a read-only SQLite file is only read.
+        """
         url = database_url(target)
         sqlite = url.get_backend_name() == "sqlite"
-        label = (url.database or ":memory:") if sqlite else url.render_as_string(hide_password=True)
-        if sqlite and url.database:
-            _check_sqlite_path(Path(url.database), create)
+        label = str(url.database) if sqlite else url.render_as_string(hide_password=True)
+        if sqlite:
+            path = Path(str(url.database))
+            _check_sqlite_path(path, create)
+            writable = _writable(path)
+            if create and not writable:
+                raise UserError(
+                    f"history database {label} is read-only here (a read-only mount or no write permission); "
+                    "storing runs needs write access (check and report can read it)"
+                )
+            if not create:
+                # Read first through a read-only connection: a file that is not a history database stays
+                # untouched, and a read-only one at this schema needs nothing more.
+                reader = cls(_sqlite_reader(path), label)
+                try:
+                    up_to_date = reader._up_to_date(writable)
+                except BaseException:
+                    reader.close()
+                    raise
+                if up_to_date:
+                    return reader
+                reader.close()
         try:
             engine = _sqlite_engine(url) if sqlite else create_engine(url, pool_pre_ping=True)
         except (NoSuchModuleError, ImportError) as exc:
@@ -90,7 +138,7 @@ class HistoryStore:
             raise UserError(f"no database driver for {label}: {_first_line(exc)}{extra}") from None
         store = cls(engine, label)
         try:
-            store._migrate()
+            store._migrate(create)
         except BaseException:
             engine.dispose()
             raise
@@ -114,39 +162,65 @@ class HistoryStore:
         except SQLAlchemyError as exc:
             raise UserError(f"history database {self.label}: {doing} failed: {_first_line(exc)}") from None
 
-    def _migrate(self) -> None:
+    def _up_to_date(self, writable: bool) -> bool:
+        """Whether the database is at this schema, read without writing; what is not a history database,
+        or one that needs a migration where it cannot be written, is refused."""
+        scripts = _scripts()
+        with self._errors("reading"), self.engine.connect() as connection:
+            current = MigrationContext.configure(connection).get_current_revision()
+            self._refuse_foreign(connection, current, scripts, create=False)
+        up_to_date = current == scripts.get_current_head()
+        if not up_to_date and not writable:
+            raise UserError(
+                f"history database {self.label} has schema revision {current}, older than this meddpm-perf reads "
+                f"({scripts.get_current_head()}), and is read-only here; open it once where it is writable "
+                "(any meddpm-history command migrates it)"
+            )
+        return up_to_date
+
+    def _refuse_foreign(self, connection, current: str | None, scripts: ScriptDirectory, *, create: bool) -> None:
+        if current is not None and current not in {s.revision for s in scripts.walk_revisions()}:
+            raise UserError(
+                f"history database {self.label} has schema revision {current}, which this meddpm-perf "
+                "does not know (a newer one wrote it); upgrade meddpm-perf"
+            )
+        if current is None and inspect(connection).get_table_names():
+            raise UserError(f"{self.label} holds tables but no history schema; it is not a history database")
+        if current is None and not create:
+            raise UserError(
+                f"{self.label} is not a history database (it holds no tables); "
+                "create one with 'meddpm-history import' or --history"
+            )
+
+    def _migrate(self, create: bool) -> None:
         with self._errors("opening"):
             # A brand-new SQLite file answers "database is locked" at once, without the busy timeout,
             # while another runner switches it to WAL or migrates it: wait for that runner, then retry.
             deadline = time.monotonic() + _BUSY_TIMEOUT_S
             while True:
                 try:
-                    return self._migrate_once()
+                    return self._migrate_once(create)
                 except OperationalError as exc:
                     if "database is locked" not in str(exc) or time.monotonic() > deadline:
                         raise
                 time.sleep(random.uniform(0.05, 0.25))
 
-    def _migrate_once(self) -> None:
+    def _migrate_once(self, create: bool) -> None:
         config = Config()
         config.set_main_option("script_location", str(MIGRATIONS))
-        scripts = ScriptDirectory.from_config(config)
+        scripts = _scripts()
         # A read first: an up-to-date database, the usual case, needs no write lock.
         with self.engine.connect() as connection:
-            if MigrationContext.configure(connection).get_current_revision() == scripts.get_current_head():
+            current = MigrationContext.configure(connection).get_current_revision()
+            if current == scripts.get_current_head():
                 return
+            self._refuse_foreign(connection, current, scripts, create=create)
         with self.engine.execution_options(write=True).begin() as connection:
             if connection.dialect.name == "postgresql":
                 connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK})
             # Read again under the lock: another runner may have migrated the database meanwhile.
             current = MigrationContext.configure(connection).get_current_revision()
-            if current is not None and current not in {s.revision for s in scripts.walk_revisions()}:
-                raise UserError(
-                    f"history database {self.label} has schema revision {current}, which this meddpm-perf "
-                    "does not know (a newer one wrote it); upgrade meddpm-perf"
-                )
-            if current is None and inspect(connection).get_table_names():
-                raise UserError(f"{self.label} holds tables but no history schema; it is not a history database")
+            self._refuse_foreign(connection, current, scripts, create=create)
             config.attributes["connection"] = connection
             try:
                 command.upgrade(config, "head")
@@ -168,11 +242,19 @@ class HistoryStore:
 
     @staticmethod
     def _insert(session: Session, run: Run) -> bool:
-        """Insert one run in a savepoint; False if another runner stored the same run meanwhile."""
+        """Insert one run in a savepoint; False if another runner stored the same run meanwhile.
+
+        Only a uniqueness violation with the run's fingerprint now stored means that; any other integrity
+        error (a missing value, a case twice) is the run's own problem and propagates.
+        """
         try:
             with session.begin_nested():
                 session.add(run)
-        except IntegrityError:
+        except IntegrityError as exc:
+            if not _unique_violation(exc):
+                raise
+            if session.scalar(select(Run.id).where(Run.fingerprint == run.fingerprint)) is None:
+                raise
             return False
         return True
 
@@ -203,6 +285,65 @@ def _check_sqlite_path(path: Path, create: bool) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserError(f"cannot create the history database {path}: {exc.strerror}") from None
+
+
+def _writable(path: Path) -> bool:
+    """Whether this process may write the SQLite file (or create it) and its journal files beside it.
+
+    access() answers for this process, root included: it says no on a read-only file system.
+    """
+    folder_ok = os.access(path.parent, os.W_OK)
+    return folder_ok and (not path.exists() or os.access(path, os.W_OK))
+
+
+def _sqlite_reader(path: Path) -> Engine:
+    """A read-only engine on an existing SQLite file: it writes nothing, not even the journal mode.
+
+    ``mode=ro`` still takes SQLite's locks, so it reads safely beside a writer; but a WAL database whose
+    folder cannot hold the shared-memory file (a read-only mount) cannot be opened that way, and is then
+    read as immutable: nobody can be writing it there.
+    """
+    location = "file:" + urllib.parse.quote(str(path.resolve()))
+    try:
+        with contextlib.closing(sqlite3.connect(f"{location}?mode=ro", uri=True, timeout=_BUSY_TIMEOUT_S)) as probe:
+            probe.execute("SELECT count(*) FROM sqlite_master").fetchall()
+        mode = {"mode": "ro"}
+    except sqlite3.Error as exc:
+        # Python 3.10 has no sqlite_errorname: SQLite's own messages for these two codes tell them apart too.
+        codes = ("SQLITE_CANTOPEN", "SQLITE_READONLY_DIRECTORY")
+        messages = ("unable to open database file", "attempt to write a readonly database")
+        if getattr(exc, "sqlite_errorname", None) not in codes and str(exc) not in messages:
+            raise UserError(f"history database {path}: opening failed: {_first_line(exc)}") from None
+        mode = {"immutable": "1"}
+    url = URL.create("sqlite", database=location, query={**mode, "uri": "true"})
+    engine = create_engine(url, connect_args={"timeout": _BUSY_TIMEOUT_S})
+
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_connection, _record) -> None:
+        dbapi_connection.isolation_level = None  # as in _sqlite_engine: SQLAlchemy's "begin" issues BEGIN
+
+    @event.listens_for(engine, "begin")
+    def _begin(connection) -> None:
+        connection.exec_driver_sql("BEGIN")
+
+    return engine
+
+
+def _scripts() -> ScriptDirectory:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    return ScriptDirectory.from_config(config)
+
+
+def _unique_violation(exc: IntegrityError) -> bool:
+    """Whether the database refused a row as a duplicate of a unique key (not a missing value, say)."""
+    original = exc.orig
+    # SQLite's extended result code (its message where Python 3.10 lacks the code); PostgreSQL's SQLSTATE
+    # unique_violation (psycopg 3, then psycopg2).
+    if isinstance(original, sqlite3.Error):
+        name = getattr(original, "sqlite_errorname", None)
+        return name == "SQLITE_CONSTRAINT_UNIQUE" if name else str(original).startswith("UNIQUE constraint failed")
+    return "23505" in (getattr(original, "sqlstate", None), getattr(original, "pgcode", None))
 
 
 def _sqlite_engine(url: URL) -> Engine:
