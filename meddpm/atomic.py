@@ -31,8 +31,8 @@ def write_target(path: Path) -> Path:
     real = Path(os.path.realpath(path))
     try:
         mode = real.stat().st_mode
-    except FileNotFoundError:
-        return real  # a new file, or a dangling link's target to be created
+    except (FileNotFoundError, NotADirectoryError):
+        return real  # a new file, or a dangling link's target: the write says if its folder cannot be made
     if stat.S_ISREG(mode):
         return real
     kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import datetime
 import os
 import sys
 import tempfile
@@ -18,7 +17,7 @@ import torch.distributed
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from meddpm.atomic import write_json_atomic
+from meddpm.atomic import run_stamp, write_json_atomic, write_target
 from meddpm.bench import processes as bench_processes
 from meddpm.errors import UserError, run_command
 from meddpm.history.append import append_results, history_target
@@ -223,12 +222,20 @@ def _json_path(given: str | None, preset: str) -> Path:
     """Where the results go, checked writable now: a failed write would lose the whole run."""
     if given == "":
         raise UserError("--json is empty; give a file path such as results.json")
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    path = Path(given) if given is not None else Path("bench-results") / f"{stamp}-{preset}.json"
+    if given is not None:
+        path = Path(given)
+    else:
+        # Unique per run, and never one that exists: two runs in one folder each keep their file.
+        stem = f"{run_stamp()}-{preset}"
+        path, n = Path("bench-results") / f"{stem}.json", 1
+        while path.exists():
+            n += 1
+            path = path.with_name(f"{stem}-{n}.json")
     if path.is_dir():
         raise UserError(f"{path} is a directory; give --json a file path such as {path / 'results.json'}")
+    target = write_target(path)  # a device, a pipe or a link to one is refused before measuring
     # The writer makes missing folders, so the nearest one that exists is where writing is decided.
-    folder = next(p for p in (path.parent, *path.parent.parents) if p.exists())
+    folder = next(p for p in (target.parent, *target.parent.parents) if p.exists())
     if not folder.is_dir():
         raise UserError(f"cannot write the results to {path}: {folder} is a file; give another --json path")
     # A probe file, not os.access: permission bits say nothing of read-only mounts, ACLs or root.
