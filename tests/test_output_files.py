@@ -203,3 +203,15 @@ def test_history_check_into_a_closed_pipe_exits_quietly(tmp_path, capsys, unbuff
     capsys.readouterr()
     done = _closed_stdout("-m", "meddpm.history.cli", "--db", str(db), "check", unbuffered=unbuffered)
     assert (done.returncode, done.stderr) == (1, "")
+
+
+def test_the_suite_refuses_a_results_json_that_is_a_pipe_before_measuring(pytester: pytest.Pytester):
+    pytester.makeconftest('pytest_plugins = ["meddpm.suite.plugin"]')
+    pytester.makepyfile(test_training=(ROOT / "perf_tests" / "test_training.py").read_text())
+    results = pytester.path / "results"
+    results.mkdir()
+    os.mkfifo(results / "results.json")
+    done = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--perf-results-dir={results}")
+    assert done.ret == pytest.ExitCode.USAGE_ERROR
+    done.stderr.fnmatch_lines([f"*cannot write {results / 'results.json'}: it is a named pipe; give the path of a*"])
+    assert (results / "results.json").is_fifo()
