@@ -1,5 +1,6 @@
 """The one exception type for mistakes a user can fix, and how a command reports it."""
 
+import os
 import sys
 from collections.abc import Callable
 
@@ -18,10 +19,22 @@ def first_line(exc: BaseException) -> str:
     return lines[0] if lines else ""
 
 
+def drop_stdout() -> None:
+    """Point stdout at devnull after its reader left (``| head``), as Python's SIGPIPE recipe does.
+
+    Later output, and the flush at exit, then go nowhere instead of raising BrokenPipeError again.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
 def run_command(prog: str, run: Callable[[], int], interrupted: str = "interrupted") -> int:
     """A console command's exit status: ``run()``'s, 2 after a UserError (printed as one line), 130 on Ctrl-C."""
     try:
-        return run()
+        status = run()
+        sys.stdout.flush()  # a closed pipe shows here, not as a traceback at exit
+        return status
     except UserError as exc:
         # One line even where a message quotes a subprocess's output (a DDP worker's, say).
         print(f"{prog}: error: {' '.join(str(exc).split())}", file=sys.stderr)
@@ -29,3 +42,7 @@ def run_command(prog: str, run: Callable[[], int], interrupted: str = "interrupt
     except KeyboardInterrupt:
         print(f"{prog}: {interrupted}", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader took what it wanted; status 1 and no traceback, as Python's recipe has it.
+        drop_stdout()
+        return 1

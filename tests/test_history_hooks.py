@@ -179,7 +179,7 @@ def test_the_suite_appends_its_run_after_writing_results(suite):
 
 def test_a_failing_append_is_one_line_and_results_json_stays(suite_options, tmp_path, monkeypatch):
     options = suite_options(history=str(tmp_path / "h.sqlite"))
-    results = options.results_dir / "results.json"
+    results = options.run_results
     results.parent.mkdir()
     results.write_text(json.dumps(results_document("h200", datetime.datetime(2026, 12, 1), "c0", {"fast": 49.3})))
     lines: list[str] = []

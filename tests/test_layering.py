@@ -20,7 +20,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "meddpm"
 PLUMBING = {"errors", "atomic"}
 MAY_IMPORT: dict[str, set[str]] = {
     "errors": set(),
-    "atomic": set(),
+    "atomic": {"errors"},  # a target that is not a regular file is a UserError
     "kernels": set(),
     "model": {"kernels", "errors"},
     "data": {"errors"},

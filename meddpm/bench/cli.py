@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import datetime
 import os
 import sys
 import tempfile
@@ -18,9 +17,9 @@ import torch.distributed
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from meddpm.atomic import write_json_atomic
+from meddpm.atomic import run_stamp, write_json_atomic, write_target
 from meddpm.bench import processes as bench_processes
-from meddpm.errors import UserError, run_command
+from meddpm.errors import UserError, drop_stdout, run_command
 from meddpm.history.append import append_results, history_target
 from meddpm.history.store import DEFAULT_DB as HISTORY_DB
 from meddpm.history.store import ENV_VAR as HISTORY_ENV_VAR
@@ -223,12 +222,20 @@ def _json_path(given: str | None, preset: str) -> Path:
     """Where the results go, checked writable now: a failed write would lose the whole run."""
     if given == "":
         raise UserError("--json is empty; give a file path such as results.json")
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    path = Path(given) if given is not None else Path("bench-results") / f"{stamp}-{preset}.json"
+    if given is not None:
+        path = Path(given)
+    else:
+        # Unique per run, and never one that exists: two runs in one folder each keep their file.
+        stem = f"{run_stamp()}-{preset}"
+        path, n = Path("bench-results") / f"{stem}.json", 1
+        while path.exists():
+            n += 1
+            path = path.with_name(f"{stem}-{n}.json")
     if path.is_dir():
         raise UserError(f"{path} is a directory; give --json a file path such as {path / 'results.json'}")
+    target = write_target(path)  # a device, a pipe or a link to one is refused before measuring
     # The writer makes missing folders, so the nearest one that exists is where writing is decided.
-    folder = next(p for p in (path.parent, *path.parent.parents) if p.exists())
+    folder = next(p for p in (target.parent, *target.parent.parents) if p.exists())
     if not folder.is_dir():
         raise UserError(f"cannot write the results to {path}: {folder} is a file; give another --json path")
     # A probe file, not os.access: permission bits say nothing of read-only mounts, ACLs or root.
@@ -256,6 +263,18 @@ def _check_ram(config: ModelConfig, combos: Sequence[str], batch: int, ddp_proce
             f"{need / GIB:.1f} GiB of RAM, but {available / GIB:.1f} GiB is available; "
             "use a smaller preset (tiny) or batch, fewer combos, or a GPU"
         )
+
+
+def _say(text: object) -> None:
+    """Print a line of the report; once stdout's reader has gone (``| head``), go on without it.
+
+    The run still writes its results file and appends to the history, which come after the tables.
+    Flushing each line makes a closed pipe show here rather than in a later, unguarded write.
+    """
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        drop_stdout()
 
 
 def _available_memory() -> int | None:
@@ -323,13 +342,13 @@ def run(argv: Sequence[str] | None = None) -> int:
         results = list(_measure(campaign, combos, settings).values())
     # The training table first, and the JSON rewritten after every extra: the kernel mix, sampling
     # and DDP take minutes, and an interrupted or timed-out run keeps what it had measured.
-    print(format_table(results_table(results)))
-    print(f"stopped: {results[0].stop_reason}")
+    _say(format_table(results_table(results)))
+    _say(f"stopped: {results[0].stop_reason}")
     _print_gpu_state(results)
     energy = energy_table(results)
     if not energy.empty:
-        print("energy (NVML counter over windows of back-to-back iterations; docs/energy.md):")
-        print(format_table(energy))
+        _say("energy (NVML counter over windows of back-to-back iterations; docs/energy.md):")
+        _say(format_table(energy))
     extras: dict[str, object] = {}
     status = _report_processes(campaign, extras) if process_plan.active else 0
 
@@ -348,12 +367,12 @@ def run(argv: Sequence[str] | None = None) -> int:
             raise UserError(f"cannot write the results to {json_path}: {exc.strerror}; free space or fix it") from None
 
     save()
-    print(f"results written to {json_path}")
+    _say(f"results written to {json_path}")
     if history is not None:
         _append_history(history, json_path, args)
     if any(r.energy_blocks for r in results):
         title = f"power and SM clock, {config.name} b{batch}, {where}"
-        print(f"power chart: {power_chart(results, json_path.with_suffix('.power.png'), title)}")
+        _say(f"power chart: {power_chart(results, json_path.with_suffix('.power.png'), title)}")
     if args.kernel_mix:
         extras["kernel_mix"] = _kernel_mix(campaign)
         save()
@@ -365,14 +384,14 @@ def run(argv: Sequence[str] | None = None) -> int:
         extras["ddp"] = _ddp(config, combos, args.gpus, device, batch, settings)
         save()
     if extras:
-        print(f"results written to {json_path}, with {', '.join(extras)}")
+        _say(f"results written to {json_path}, with {', '.join(extras)}")
     return status
 
 
 def _append_history(target: str, json_path: Path, args: argparse.Namespace) -> None:
     """Append the run to the history; a failure is one line, and the JSON stays as written."""
     try:
-        print(append_results(target, json_path, vars(args), PROG))
+        _say(append_results(target, json_path, vars(args), PROG))
     except (UserError, OSError) as exc:
         reason = " ".join(str(exc).split())
         print(f"{PROG}: run not appended to the history ({json_path} has it): {reason}", file=sys.stderr)
@@ -380,8 +399,8 @@ def _append_history(target: str, json_path: Path, args: argparse.Namespace) -> N
 
 def _report_processes(campaign: ProcessCampaign, extras: dict[str, object]) -> int:
     """Print the process medians and, for an A/B run, the verdicts; 1 if the working tree is slower."""
-    print(f"per-process medians ({campaign.sources[0].label}):")
-    print(format_table(bench_processes.spread_table(campaign)))
+    _say(f"per-process medians ({campaign.sources[0].label}):")
+    _say(format_table(bench_processes.spread_table(campaign)))
     extras["process_medians_ms"] = {
         s.label: {c: campaign.process_medians(c, s) for c in campaign.combos} for s in campaign.sources
     }
@@ -389,15 +408,15 @@ def _report_processes(campaign: ProcessCampaign, extras: dict[str, object]) -> i
         return 0
     verdicts = bench_processes.ab_verdicts(campaign)
     tree, rev = campaign.sources
-    print(f"A/B, {campaign.processes} processes a side: {tree.label} against {rev.label}")
-    print(format_table(bench_processes.ab_table(verdicts, campaign.sources)))
+    _say(f"A/B, {campaign.processes} processes a side: {tree.label} against {rev.label}")
+    _say(format_table(bench_processes.ab_table(verdicts, campaign.sources)))
     extras["comparisons"] = {
         combo: {"outcome": v.outcome, "threshold": v.tolerance, **v.comparison.as_dict()}
         for combo, v in verdicts.items()
     }
     slower = [combo for combo, v in verdicts.items() if v.failed]
     if slower:
-        print(f"slower than {rev.label}: {', '.join(slower)}")
+        _say(f"slower than {rev.label}: {', '.join(slower)}")
     return 1 if slower else 0
 
 
@@ -439,10 +458,10 @@ def _kernel_mix(campaign: Campaign) -> dict[str, list[dict[str, object]]]:
         kernels = profile_kernels(step)
         by_category[name] = category_shares(kernels)
         kernels_by_combo[name] = kernels.to_dict(orient="records")
-        print(f"top kernels of {name}:")
-        print(kernels.head(8).to_string(index=False, formatters={"kernel": lambda k: k[:90]}))
-    print("GPU time share by kernel category:")
-    print(kernel_mix_table(by_category).to_string(float_format=lambda v: f"{v:.1%}"))
+        _say(f"top kernels of {name}:")
+        _say(kernels.head(8).to_string(index=False, formatters={"kernel": lambda k: k[:90]}))
+    _say("GPU time share by kernel category:")
+    _say(kernel_mix_table(by_category).to_string(float_format=lambda v: f"{v:.1%}"))
     return kernels_by_combo
 
 
@@ -456,8 +475,8 @@ def _sampling(config: ModelConfig, combos: Sequence[str], device: torch.device) 
         if block is not None:
             row.update({"J/sample": block.counter_j / block.iterations, "bound %": 100 * block.quantisation})
         rows.append(row)
-    print(f"sampling: {config.timesteps} reverse steps of one {config.volume} volume")
-    print(pd.DataFrame(rows).set_index("combo").to_string(float_format=lambda v: f"{v:.2f}"))
+    _say(f"sampling: {config.timesteps} reverse steps of one {config.volume} volume")
+    _say(pd.DataFrame(rows).set_index("combo").to_string(float_format=lambda v: f"{v:.2f}"))
     return rows
 
 
@@ -482,8 +501,8 @@ def _ddp(
                     rounds=settings.min_rounds,
                 )
             )
-    print(f"data-parallel weak scaling, batch {batch} per rank, slowest rank per round:")
-    print(ddp_table(results).to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    _say(f"data-parallel weak scaling, batch {batch} per rank, slowest rank per round:")
+    _say(ddp_table(results).to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     return [r.as_dict() for r in results]
 
 
@@ -493,7 +512,7 @@ def _print_gpu_state(results: Sequence[ComboResult]) -> None:
     if not states:
         return
     reasons = sorted({reason for r in results for reason in r.clock_event_reasons} - {"GpuIdle"})
-    print(
+    _say(
         f"GPU {states[0].name}, driver {states[0].driver}: SM clock {min(s.sm_clock_mhz for s in states)}-"
         f"{max(s.sm_clock_mhz for s in states)} MHz (max {states[0].sm_clock_max_mhz}), "
         f"temperature up to {max(s.temperature_c for s in states)} C, "

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
+from meddpm.atomic import run_stamp, write_target
 from meddpm.errors import UserError
 from meddpm.history.append import history_target
 from meddpm.history.store import ENV_VAR as HISTORY_ENV_VAR
@@ -45,6 +46,12 @@ class SuiteOptions:
     median_precision: float | None = None  # None: the device's default
     energy: bool = True  # an energy block per combo (counter windows until the temperature holds)
     energy_bound: float = 0.02  # the counter bound each energy block is planned to (CampaignSettings.energy_error)
+    run_stamp: str = field(default_factory=run_stamp)  # names this run's own results file
+
+    @property
+    def run_results(self) -> Path:
+        """This run's own results file in ``results_dir``, which no other run writes."""
+        return self.results_dir / f"results-{self.run_stamp}.json"
 
     @property
     def in_processes(self) -> bool:
@@ -266,6 +273,8 @@ def parse_options(config: pytest.Config) -> SuiteOptions:
     if saving and opt("--perf-energy") == "off":
         raise UserError("--save-baseline stores energy too, which --perf-energy=off skips; drop one of them")
     _writable_folder("--perf-results-dir", opt("--perf-results-dir"))
+    for name in ("results.json", "summary.md"):  # a pipe or device there would be found only after measuring
+        write_target(opt("--perf-results-dir") / name)
     return SuiteOptions(
         save_baseline=saving,
         force_save=opt("--force-save-baseline"),

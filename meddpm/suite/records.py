@@ -1,7 +1,8 @@
-"""What a session keeps: ``results.json``, ``summary.md``, the ncu tables and charts, and the history entry.
+"""What a session keeps: its results files, ``summary.md``, the ncu tables and charts, and the history entry.
 
 :func:`write_results` turns a session's measurements, expectation checks and saving outcome into
-the results document (schema ``meddpm-perf-results/1``) and its Markdown summary, with the ncu
+the results document (schema ``meddpm-perf-results/1``), written as the run's own
+``results-<time>-<pid>.json`` and as ``results.json`` (the latest run's), and its Markdown summary, with the ncu
 CSVs, the kernel-mix chart and the power chart beside them; :func:`append_history` adds the
 written document to ``--history``'s database. It may import :mod:`meddpm.suite.measuring`,
 :mod:`meddpm.suite.cases`, the suite's options, verdicts and summary, the reports, the history and
@@ -51,6 +52,8 @@ def write_results(
     if with_energy:
         where = f"{payload['arch']}, {with_energy[0].preset} b{with_energy[0].batch_size}"
         payload["power_chart"] = str(power_chart(with_energy, out / "power.png", f"power and SM clock, {where}"))
+    # Each run its own file, so runs sharing the folder keep every case; results.json is the latest.
+    write_json_atomic(out / measured.options.run_results.name, payload)
     write_json_atomic(out / "results.json", payload)
     summary = out / "summary.md"
     write_text_atomic(summary, markdown_summary(payload))
@@ -98,9 +101,10 @@ def _write_ncu_tables(profiles: Mapping[str, NcuProfile], out: Path, running_arc
 def append_history(options: SuiteOptions, write_line: Callable[[str], None]) -> None:
     """Append the run just written to ``--history``'s database, and say so in one line.
 
-    A failure is one line and leaves results.json as written; importing that file later adds the run.
+    A failure is one line and leaves the run's results file as written; importing it later adds the run.
+    It is the run's own file, not results.json, which a run sharing the folder may have replaced since.
     """
-    results = options.results_dir / "results.json"
+    results = options.run_results
     try:
         line = append_results(options.history, results, asdict(options), "pytest suite")
     except (UserError, OSError) as exc:
