@@ -170,3 +170,11 @@ def test_figures_a_measurement_gives_are_kept():
     assert [c.case for c in run.cases] == ["paper/baseline/b1", "paper/opt1/b1", "paper/opt1/b1/ddp2"]
     assert run.cases[0].energy_j_per_iter == 0.0 and run.cases[0].peak_allocated_bytes == 20 * 2**30
     assert run.cases[2].samples_ms == [240.0, 242.0] and run.cases[2].energy_j_per_iter == 201.0
+
+
+def test_ddp_ranks_without_a_reading_are_left_out_not_refused():
+    """CPU (gloo) ranks have no NVML: their clocks and energy are None, which is no reading, not a bad one."""
+    document = _set("ddp.0.sm_clock_min_mhz", [None, None], ddp=True)
+    document["ddp"][0].update(energy_j_per_iter=[None, 101.0], peak_allocated_bytes=[None, None])
+    (case,) = [c for c in run_from_document(json.loads(json.dumps(document)), "x.json").cases if "ddp" in c.case]
+    assert case.sm_clock_min_mhz is None and case.energy_j_per_iter == 101.0 and case.peak_allocated_bytes is None

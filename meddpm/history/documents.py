@@ -210,10 +210,10 @@ def _ddp_case(result: Mapping[str, Any]) -> CaseResult:
     name = f"{result['preset']}/{result['combo']}/b{batch}/ddp{world}"
     ranks: Sequence[Sequence[float]] = [_times(r, name, "rank_samples_ms") for r in result["rank_samples_ms"]]
     slowest = [max(values) for values in zip(*ranks)]
-    energy = _figures(result.get("energy_j_per_iter") or [], name, "energy_j_per_iter")
-    peaks = result.get("peak_allocated_bytes") or []
+    energy = _figures(_per_rank(result, "energy_j_per_iter"), name, "energy_j_per_iter")
+    peaks = _per_rank(result, "peak_allocated_bytes")
     _figures(peaks, name, "peak_allocated_bytes")
-    clocks = _figures(result.get("sm_clock_min_mhz") or [], name, "sm_clock_min_mhz")
+    clocks = _figures(_per_rank(result, "sm_clock_min_mhz"), name, "sm_clock_min_mhz")
     return CaseResult(
         case=name,
         preset=str(result["preset"]),
@@ -240,6 +240,11 @@ def _ddp_case(result: Mapping[str, Any]) -> CaseResult:
         verdicts=[],
         details=dict(result),
     )
+
+
+def _per_rank(result: Mapping[str, Any], field: str) -> list[Any]:
+    """A DDP result's per-rank figures, less the ranks that had no reading (no NVML, as on a CPU's gloo ranks)."""
+    return [v for v in result.get(field) or [] if v is not None]
 
 
 def _utc(text: str) -> datetime.datetime:
