@@ -255,3 +255,19 @@ def test_sigterm_during_a_bench_ab_leaves_no_worktree_folder_or_worker_behind(re
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
         bench.wait()
+
+
+def test_sigterm_is_an_interrupt_only_inside_the_block():
+    from meddpm.measure.processes import sigterm_as_interrupt
+
+    def before(signum, frame):
+        raise AssertionError("the handler from before the block ran inside it")
+
+    previous = signal.signal(signal.SIGTERM, before)
+    try:
+        with pytest.raises(KeyboardInterrupt, match="SIGTERM"), sigterm_as_interrupt():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler runs between bytecodes; this is never reached in full
+        assert signal.getsignal(signal.SIGTERM) is before
+    finally:
+        signal.signal(signal.SIGTERM, previous)
