@@ -2,12 +2,16 @@
 fake clock planted in its bench, so that the outcome depends on the code and not on a busy machine.
 """
 
+import contextlib
 import fnmatch
 import json
+import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -194,3 +198,76 @@ def test_a_revision_that_cannot_be_checked_out_is_one_line_for_every_case(suite_
         with pytest.raises(UserError, match="could not check HEAD out"):
             measuring.campaign(False, "tiny", 1)
     measuring.close()
+
+
+# Appended to the working tree's copy of campaign.py: its worker process stops at its first timed iteration,
+# says where it is, and waits there for the test's signal.
+PLANTED_STOP = """
+
+def time_synchronized(fn, device, during=None):
+    import os
+    import pathlib
+    import time
+
+    pathlib.Path(os.environ["MEDDPM_TEST_PLANTED"]).write_text(str(os.getpid()))
+    time.sleep(600)
+"""
+
+
+def test_sigterm_during_a_bench_ab_leaves_no_worktree_folder_or_worker_behind(repo, tmp_path):
+    campaign = repo / "meddpm" / "measure" / "campaign.py"
+    campaign.write_text((PACKAGE / "measure" / "campaign.py").read_text() + PLANTED_STOP)
+    planted, temp = tmp_path / "worker.pid", tmp_path / "temp"
+    temp.mkdir()
+    cmd = [sys.executable, "-m", "meddpm.bench.cli", "--combos=baseline", "--warmup=0", "--iters=2"]
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(repo), "PYTHONPATH": str(repo), "TMPDIR": str(temp)}
+    env["MEDDPM_TEST_PLANTED"] = str(planted)
+    bench = subprocess.Popen(
+        [*cmd, "--compare-to=HEAD", "--processes=2", "--json=ab.json"],
+        cwd=repo,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    worker = None
+    try:
+        for _ in range(2400):  # the worker's first iteration: the revision is checked out, the worker runs
+            if planted.exists() and planted.read_text():
+                worker = int(planted.read_text())
+                break
+            assert bench.poll() is None, bench.communicate()
+            time.sleep(0.1)
+        assert worker is not None, "the worker never reached its first timed iteration"
+        bench.send_signal(signal.SIGTERM)
+        out, err = bench.communicate(timeout=120)
+        assert bench.returncode == 130, (bench.returncode, out, err)
+        assert err.strip().splitlines()[-1] == "meddpm-bench: interrupted", err
+        assert "Traceback" not in err
+        assert not git(repo, "worktree", "list").count("\n"), "the revision's temporary worktree was left behind"
+        left = [p.name for p in temp.iterdir() if p.name.startswith("meddpm-")]  # torch keeps caches there too
+        assert not left, "the A/B's or the worker's temporary folder was left behind"
+        with pytest.raises(ProcessLookupError):
+            os.kill(worker, 0)  # the bench killed and reaped its worker
+    finally:
+        for pid in (bench.pid, worker):
+            if pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+        bench.wait()
+
+
+def test_sigterm_is_an_interrupt_only_inside_the_block():
+    from meddpm.measure.processes import sigterm_as_interrupt
+
+    def before(signum, frame):
+        raise AssertionError("the handler from before the block ran inside it")
+
+    previous = signal.signal(signal.SIGTERM, before)
+    try:
+        with pytest.raises(KeyboardInterrupt, match="SIGTERM"), sigterm_as_interrupt():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler runs between bytecodes; this is never reached in full
+        assert signal.getsignal(signal.SIGTERM) is before
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -11,10 +11,27 @@ import torch
 
 from meddpm.bench.cli import main
 from meddpm.errors import UserError
-from meddpm.measure.campaign import CPU_DEFAULT_COMBOS, ComboResult, Progress
+from meddpm.measure.campaign import CPU_DEFAULT_COMBOS, CampaignSettings, ComboResult, Progress
+from meddpm.measure.processes import ProcessCampaign
 from meddpm.report.tables import ddp_table
-from meddpm.run.combos import COMBOS
+from meddpm.run.combos import COMBOS, get_combo
 from meddpm.run.distributed import DdpResult
+
+
+def combo_result(combo: str, samples_ms: list[float], warmup_ms=(), settings=None) -> ComboResult:
+    """A tiny preset's result of ``combo`` with these samples, as a campaign makes it."""
+    return ComboResult(
+        preset="tiny",
+        combo=combo,
+        batch_size=1,
+        volume=(16, 16, 16),
+        math_precision=get_combo(combo).math_precision,
+        samples_ms=samples_ms,
+        warmup_ms=list(warmup_ms),
+        setup_s=0.1,
+        flops_per_iter=10**9,
+        rel_iqr_target=(settings or CampaignSettings()).rel_iqr_target,
+    )
 
 
 class FakeCampaign:
@@ -24,37 +41,32 @@ class FakeCampaign:
     def observe() -> None:
         """Called after each progress report (a test replaces it to see what was printed by then)."""
 
+    interrupt_after_round: int | None = None  # a test plants a Ctrl-C after this round
+
     def __init__(self, config, combos, device, *, batch_size, settings):
         self.config, self.combos, self.device = config, combos, device
         self.batch_size, self.settings = batch_size, settings
         self.steps: dict = {}
+        self.results: dict[str, ComboResult] = {}
 
     def run(self, on_progress=None):
         notify = on_progress or (lambda _: None)
         s = self.settings
         for combo in self.combos:
+            self.results[combo.name] = combo_result(combo.name, [], warmup_ms=[100.0] * s.warmup, settings=s)
             for i in range(s.warmup):
                 notify(Progress("warmup", combo.name, i + 1, s.warmup, "0.1 s"))
                 self.observe()
         for done in range(1, s.min_rounds + 1):
+            for result in self.results.values():
+                result.samples_ms.append(10.0 + done - 1)
             notify(Progress("round", "", done, s.max_rounds, "worst rel. IQR 1.0% (baseline)" if done > 1 else ""))
             self.observe()
-        return {
-            c.name: ComboResult(
-                preset=self.config.name,
-                combo=c.name,
-                batch_size=self.batch_size,
-                volume=self.config.volume,
-                math_precision=c.math_precision,
-                samples_ms=[10.0 + i for i in range(s.min_rounds)],
-                warmup_ms=[100.0] * s.warmup,
-                setup_s=0.1,
-                flops_per_iter=10**9,
-                rel_iqr_target=s.rel_iqr_target,
-                stop_reason=f"round limit of {s.min_rounds} reached",
-            )
-            for c in self.combos
-        }
+            if done == self.interrupt_after_round:
+                raise KeyboardInterrupt
+        for result in self.results.values():
+            result.stop_reason = f"round limit of {s.min_rounds} reached"
+        return self.results
 
     def close(self) -> None:
         self.steps.clear()
@@ -310,3 +322,67 @@ def test_progress_without_a_terminal_is_a_line_per_step_as_it_happens(tmp_path, 
         "meddpm-bench: round 1/2\n",
         "meddpm-bench: round 2/2: worst rel. IQR 1.0% (baseline)\n",
     ]
+
+
+# --- 7. an interrupted run: what it measured is written, marked partial, and said in one line ---------
+def interrupted_line(capsys, during: str, out) -> list[str]:
+    """stderr's lines, after checking that the last is the one line about the interrupt and no other mentions it."""
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == f"meddpm-bench: interrupted during {during}; {out} has what was measured before, marked partial"
+    assert not [line for line in err[:-1] if "interrupted" in line], err
+    return err
+
+
+def test_a_run_interrupted_in_its_rounds_writes_the_rounds_done_marked_partial(
+    tmp_path, campaigns, capsys, monkeypatch
+):
+    monkeypatch.setattr(FakeCampaign, "interrupt_after_round", 2)
+    appended = []
+    monkeypatch.setattr("meddpm.bench.cli.append_results", lambda *args: appended.append(args) or "appended")
+    out = tmp_path / "r.json"
+    args = ["--device", "cpu", "--combos", "baseline,opt2", "--iters", "5", "--history", str(tmp_path / "h.db")]
+    assert main([*args, "--json", str(out)]) == 130
+    data = json.loads(out.read_text())
+    assert data["partial"] is True and data["interrupted"] == "the timed rounds"
+    assert [(r["combo"], r["samples_ms"]) for r in data["results"]] == [
+        ("baseline", [10.0, 11.0]),
+        ("opt2", [10.0, 11.0]),
+    ]
+    assert {r["stop_reason"] for r in data["results"]} == {"interrupted after 2 rounds"}
+    interrupted_line(capsys, "the timed rounds", out)
+    assert not appended  # a partial run is no point of the history
+
+
+def test_a_run_interrupted_in_sample_keeps_the_training_results_marked_partial(
+    tmp_path, campaigns, capsys, monkeypatch
+):
+    def interrupted(*_):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("meddpm.bench.cli._sampling", interrupted)
+    out = tmp_path / "r.json"
+    assert main(["--device", "cpu", "--combos", "baseline", "--iters", "2", "--sample", "--json", str(out)]) == 130
+    data = json.loads(out.read_text())
+    assert data["partial"] is True and data["interrupted"] == "--sample" and "sampling" not in data
+    assert [(r["combo"], r["samples_ms"]) for r in data["results"]] == [("baseline", [10.0, 11.0])]
+    interrupted_line(capsys, "--sample", out)
+
+
+def test_a_process_campaign_interrupted_keeps_the_processes_that_finished(tmp_path, capsys, monkeypatch):
+    started = []
+
+    def worker(self, source, energy):
+        started.append(source)
+        if len(started) == 2:  # Ctrl-C while the second of three processes measures
+            raise KeyboardInterrupt
+        return [combo_result("baseline", [10.0, 11.0, 12.0])]
+
+    monkeypatch.setattr(ProcessCampaign, "_run_worker", worker)
+    monkeypatch.setattr("meddpm.bench.cli._available_memory", lambda: None)
+    out = tmp_path / "r.json"
+    assert main(["--device", "cpu", "--combos", "baseline", "--processes", "3", "--json", str(out)]) == 130
+    data = json.loads(out.read_text())
+    assert data["partial"] is True and data["interrupted"] == "the timed rounds"
+    assert [(r["combo"], r["samples_ms"]) for r in data["results"]] == [("baseline", [10.0, 11.0, 12.0])]
+    assert list(data["process_medians_ms"].values()) == [{"baseline": [11.0]}]
+    interrupted_line(capsys, "the timed rounds", out)

@@ -333,13 +333,20 @@ def run(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
 
-    campaign: Campaign | ProcessCampaign
-    if process_plan.active:
-        with bench_processes.campaign(process_plan, config, combos, device, batch, settings) as campaign:
-            results = list(campaign.run(bench_processes.log_progress(PROG)).values())
-    else:
-        campaign = Campaign(config, [get_combo(n) for n in combos], device, batch_size=batch, settings=settings)
-        results = list(_measure(campaign, combos, settings).values())
+    campaign: Campaign | ProcessCampaign | None = None
+    interrupted = ""  # what a Ctrl-C (or SIGTERM) cut short: the file then says "partial": true
+    try:
+        if process_plan.active:
+            with bench_processes.campaign(process_plan, config, combos, device, batch, settings) as campaign:
+                results = list(campaign.run(bench_processes.log_progress(PROG)).values())
+        else:
+            campaign = Campaign(config, [get_combo(n) for n in combos], device, batch_size=batch, settings=settings)
+            results = list(_measure(campaign, combos, settings).values())
+    except KeyboardInterrupt:
+        results = _measured_so_far(campaign)
+        if not results:
+            raise
+        interrupted = "the timed rounds"
     # The training table first, and the JSON rewritten after every extra: the kernel mix, sampling
     # and DDP take minutes, and an interrupted or timed-out run keeps what it had measured.
     _say(format_table(results_table(results)))
@@ -350,7 +357,11 @@ def run(argv: Sequence[str] | None = None) -> int:
         _say("energy (NVML counter over windows of back-to-back iterations; docs/energy.md):")
         _say(format_table(energy))
     extras: dict[str, object] = {}
-    status = _report_processes(campaign, extras) if process_plan.active else 0
+    status = 0
+    if isinstance(campaign, ProcessCampaign) and interrupted:
+        extras["process_medians_ms"] = _process_medians(campaign)  # too few processes for spreads or verdicts
+    elif isinstance(campaign, ProcessCampaign):
+        status = _report_processes(campaign, extras)
 
     def save() -> None:
         document = {
@@ -360,6 +371,7 @@ def run(argv: Sequence[str] | None = None) -> int:
             "settings": asdict(settings),
             "results": [r.as_dict() for r in results],
             **extras,
+            **({"partial": True, "interrupted": interrupted} if interrupted else {}),
         }
         try:
             write_json_atomic(json_path, document)
@@ -367,22 +379,34 @@ def run(argv: Sequence[str] | None = None) -> int:
             raise UserError(f"cannot write the results to {json_path}: {exc.strerror}; free space or fix it") from None
 
     save()
+    if interrupted:
+        return _interrupted(interrupted, json_path)
+    assert campaign is not None  # measured, so made
     _say(f"results written to {json_path}")
     if history is not None:
         _append_history(history, json_path, args)
     if any(r.energy_blocks for r in results):
         title = f"power and SM clock, {config.name} b{batch}, {where}"
         _say(f"power chart: {power_chart(results, json_path.with_suffix('.power.png'), title)}")
-    if args.kernel_mix:
-        extras["kernel_mix"] = _kernel_mix(campaign)
-        save()
-    campaign.close()
-    if args.sample:
-        extras["sampling"] = _sampling(config, combos, device)
-        save()
-    if args.gpus:
-        extras["ddp"] = _ddp(config, combos, args.gpus, device, batch, settings)
-        save()
+    stage = ""  # the extra under way
+    try:
+        if args.kernel_mix:
+            stage = "--kernel-mix"
+            extras["kernel_mix"] = _kernel_mix(campaign)
+            save()
+        campaign.close()
+        if args.sample:
+            stage = "--sample"
+            extras["sampling"] = _sampling(config, combos, device)
+            save()
+        if args.gpus:
+            stage = "--gpus"
+            extras["ddp"] = _ddp(config, combos, args.gpus, device, batch, settings)
+            save()
+    except KeyboardInterrupt:
+        interrupted = stage or "the end of the run"
+        save()  # the training results and the extras that finished, marked partial
+        return _interrupted(interrupted, json_path)
     if extras:
         _say(f"results written to {json_path}, with {', '.join(extras)}")
     return status
@@ -397,13 +421,34 @@ def _append_history(target: str, json_path: Path, args: argparse.Namespace) -> N
         print(f"{PROG}: run not appended to the history ({json_path} has it): {reason}", file=sys.stderr)
 
 
+def _measured_so_far(campaign: Campaign | ProcessCampaign | None) -> list[ComboResult]:
+    """What an interrupted campaign had timed: the combos with at least one round (or finished process)."""
+    if campaign is None:
+        return []
+    results = [r for r in campaign.results.values() if r.samples_ms]
+    for r in results:
+        r.stop_reason = r.stop_reason or f"interrupted after {len(r.samples_ms)} rounds"
+    return results
+
+
+def _interrupted(during: str, json_path: Path) -> int:
+    """Say in one line that the run was cut short and where its partial results are; Ctrl-C's status."""
+    print(
+        f"{PROG}: interrupted during {during}; {json_path} has what was measured before, marked partial",
+        file=sys.stderr,
+    )
+    return 130
+
+
+def _process_medians(campaign: ProcessCampaign) -> dict[str, dict[str, list[float]]]:
+    return {s.label: {c: campaign.process_medians(c, s) for c in campaign.combos} for s in campaign.sources}
+
+
 def _report_processes(campaign: ProcessCampaign, extras: dict[str, object]) -> int:
     """Print the process medians and, for an A/B run, the verdicts; 1 if the working tree is slower."""
     _say(f"per-process medians ({campaign.sources[0].label}):")
     _say(format_table(bench_processes.spread_table(campaign)))
-    extras["process_medians_ms"] = {
-        s.label: {c: campaign.process_medians(c, s) for c in campaign.combos} for s in campaign.sources
-    }
+    extras["process_medians_ms"] = _process_medians(campaign)
     if len(campaign.sources) == 1:
         return 0
     verdicts = bench_processes.ab_verdicts(campaign)

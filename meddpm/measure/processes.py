@@ -10,13 +10,16 @@ per-process medians that verdicts use as their unit.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,6 +52,31 @@ class Source:
     label: str  # "working tree (abc1234+dirty)" or "HEAD~1 (abc1234)"
     root: Path
     commit: str
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """For the span of the block, SIGTERM raises KeyboardInterrupt in the main thread, as Ctrl-C does.
+
+    Python's default SIGTERM ends the process at once and runs no ``finally``: an A/B's git worktree
+    and a worker's folder stayed behind, and a running worker process went on alone. Raised as an
+    interrupt, it runs the cleanup a Ctrl-C runs (``subprocess.run`` kills its child on any
+    exception), and the suite and the bench keep what was measured as they do after a Ctrl-C.
+    Outside the main thread no handler can be set, and the block runs as it is.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        # None: a handler set outside Python, which cannot be set back; the default is the nearest.
+        signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
 
 
 def alternating(sources: Sequence[Source], processes: int) -> list[Source]:
@@ -106,19 +134,27 @@ class ProcessCampaign:
         self.results: dict[str, ComboResult] = {}
 
     def run(self, on_progress: Callable[[Progress], None] | None = None) -> dict[str, ComboResult]:
-        """Run every worker process in turn; returns the first source's merged results by combo."""
+        """Run every worker process in turn; returns the first source's merged results by combo.
+
+        Interrupted (Ctrl-C or SIGTERM), the running worker is killed and ``results`` keeps the
+        processes that finished, for the caller to write as a partial run.
+        """
         notify = on_progress or (lambda _: None)
         order = alternating(self.sources, self.processes)
-        # Energy blocks (about 12 s per combo) run in the first process only, and not at all in an
-        # A/B run, which judges time: in every process they would push a nightly run past 10 minutes.
-        for done, source in enumerate(order, 1):
-            for result in self._run_worker(source, energy=done == 1 and len(self.sources) == 1):
-                self.by_source[source.label].setdefault(result.combo, []).append(result)
-            medians = ", ".join(
-                f"{combo} {runs[-1].stats.median:.4g} ms" for combo, runs in self.by_source[source.label].items()
-            )
-            notify(Progress("process", source.label, done, len(order), medians))
-        self.results = {c: _merged(runs) for c, runs in self.by_source[self.sources[0].label].items()}
+        try:
+            with sigterm_as_interrupt():
+                # Energy blocks (about 12 s per combo) run in the first process only, and not at all in an
+                # A/B run, which judges time: in every process they would push a nightly run past 10 minutes.
+                for done, source in enumerate(order, 1):
+                    for result in self._run_worker(source, energy=done == 1 and len(self.sources) == 1):
+                        self.by_source[source.label].setdefault(result.combo, []).append(result)
+                    medians = ", ".join(
+                        f"{combo} {runs[-1].stats.median:.4g} ms"
+                        for combo, runs in self.by_source[source.label].items()
+                    )
+                    notify(Progress("process", source.label, done, len(order), medians))
+        finally:
+            self.results = {c: _merged(runs) for c, runs in self.by_source[self.sources[0].label].items()}
         return self.results
 
     def process_medians(self, combo: str, source: Source | None = None) -> list[float]:

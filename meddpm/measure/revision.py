@@ -11,7 +11,7 @@ from pathlib import Path
 import meddpm
 from meddpm.errors import UserError
 from meddpm.measure.environment import git_output
-from meddpm.measure.processes import WORKER_MODULES, Source, worker_file
+from meddpm.measure.processes import WORKER_MODULES, Source, sigterm_as_interrupt, worker_file
 
 # What every measurable revision has: the worker whose JSON the A/B protocol reads, in one of its places.
 WORKER_FILES = tuple(worker_file(m) for m in WORKER_MODULES)
@@ -59,17 +59,21 @@ def resolve_revision(rev: str, root: Path) -> str:
 
 @contextlib.contextmanager
 def revision(rev: str, root: Path) -> Iterator[Source]:
-    """``rev`` checked out in a temporary git worktree for as long as the block runs."""
+    """``rev`` checked out in a temporary git worktree for as long as the block runs.
+
+    A SIGTERM meanwhile is an interrupt (:func:`sigterm_as_interrupt`), so the worktree goes as it does after a Ctrl-C.
+    """
     sha = resolve_revision(rev, root)
-    folder = Path(tempfile.mkdtemp(prefix="meddpm-ab-"))
-    tree = folder / "src"
-    try:
-        if _git(["worktree", "add", "--detach", str(tree), sha], root) is None:
-            raise UserError(f"--compare-to: git could not check {rev} out into {tree}")
-        yield Source(f"{rev} ({sha[:9]})", tree, sha)
-    finally:
-        _git(["worktree", "remove", "--force", str(tree)], root)
-        shutil.rmtree(folder, ignore_errors=True)
+    with sigterm_as_interrupt():
+        folder = Path(tempfile.mkdtemp(prefix="meddpm-ab-"))
+        tree = folder / "src"
+        try:
+            if _git(["worktree", "add", "--detach", str(tree), sha], root) is None:
+                raise UserError(f"--compare-to: git could not check {rev} out into {tree}")
+            yield Source(f"{rev} ({sha[:9]})", tree, sha)
+        finally:
+            _git(["worktree", "remove", "--force", str(tree)], root)
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 @contextlib.contextmanager

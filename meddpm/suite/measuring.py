@@ -50,6 +50,7 @@ class Measuring:
         self._ncu_errors: dict[str, UserError] = {}
         self._campaigns: dict[CampaignKey, Campaign] = {}
         self._campaign_errors: dict[CampaignKey, UserError] = {}
+        self._interrupted: set[CampaignKey] = set()  # campaigns cut short by Ctrl-C (or SIGTERM)
 
     @property
     def anything(self) -> bool:
@@ -82,7 +83,40 @@ class Measuring:
             except UserError as exc:  # a revision that cannot be checked out fails before any campaign exists
                 self._campaign_errors[key] = exc
                 return
+            except KeyboardInterrupt:
+                self._keep_interrupted(key)
+                raise
         self.write_line(f"meddpm: {preset} b{batch_size}: {next(iter(results.values())).stop_reason}")
+
+    def _keep_interrupted(self, key: CampaignKey) -> None:
+        """Record what the interrupted campaign of ``key`` had timed, each case's outcome "interrupted".
+
+        Its rounds (or processes) are fewer than the run asked for, and no test judged them; the
+        results file keeps them so that nothing measured is lost, marked so that nobody reads
+        them as a full run.
+        """
+        campaign = self._campaigns.get(key)
+        if campaign is None:  # interrupted while checking the revision out: nothing was measured
+            return
+        self._interrupted.add(key)
+        device, preset, batch_size = key
+        arch = CPU if device == CPU else self.running_arch or device
+        for combo, result in campaign.results.items():
+            if not result.samples_ms:  # built or warmed up, never timed
+                continue
+            result.stop_reason = result.stop_reason or f"interrupted after {len(result.samples_ms)} rounds"
+            medians = campaign.process_medians(combo) if isinstance(campaign, ProcessCampaign) else []
+            case = PerfCase(arch, preset, combo, batch_size)
+            self.records.setdefault(
+                case.id, CaseRecord(case, result, outcome="interrupted", process_medians_ms=medians)
+            )
+
+    def mark_interrupted(self) -> int:
+        """Mark the cases measured but never judged "interrupted" (the session was); returns how many are so marked."""
+        for record in self.records.values():
+            if record.outcome == "measured":
+                record.outcome = "interrupted"
+        return sum(r.outcome == "interrupted" for r in self.records.values())
 
     def _announce(
         self, on_gpu: bool, preset: str, batch_size: int, combos: Sequence[str], settings: CampaignSettings
@@ -161,6 +195,8 @@ class Measuring:
         table: dict[str, dict[str, dict[str, float]]] = {}
         for (device, preset, batch), campaign in self._campaigns.items():
             if (device != CPU) != on_gpu or "baseline" not in campaign.results:
+                continue
+            if (device, preset, batch) in self._interrupted:  # a ratio of unequal, cut-short rounds
                 continue
             table[f"{preset}/b{batch}"] = {
                 f"{combo}/baseline": {

@@ -202,7 +202,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             if message.startswith("baseline not saved") and exitstatus != pytest.ExitCode.INTERRUPTED:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
         try:
-            suite.summary_path = suite.write_results()
+            suite.summary_path = suite.write_results(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
         except OSError as exc:
             suite.write_line(f"meddpm: results not written: {exc}")
             session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -111,10 +111,21 @@ class SuiteRun:
         self.save_message = save(self.measuring, self.judging.baselines, failed_tests, incomplete, force)
         return self.save_message
 
-    def write_results(self) -> Path | None:
-        """Write the run's results JSON and Markdown summary; returns the summary's path."""
+    def write_results(self, interrupted: bool = False) -> Path | None:
+        """Write the run's results JSON and Markdown summary; returns the summary's path.
+
+        After an interrupted session the cases it measured but never judged are written with the
+        outcome "interrupted", and a line says so.
+        """
+        marked = self.measuring.mark_interrupted() if interrupted else 0
         verdicts = self.judging.expectation_verdicts
-        return write_results(self.measuring, verdicts, self.save_message, self.options.results_dir)
+        summary = write_results(self.measuring, verdicts, self.save_message, self.options.results_dir)
+        if interrupted and summary is not None:
+            self.write_line(
+                f"meddpm: interrupted; {summary.parent / 'results.json'} has what was measured before, "
+                f'{marked} case(s) with the outcome "interrupted" (cut short or not judged)'
+            )
+        return summary
 
     def close(self) -> None:
         """Free every campaign's models and GPU memory."""
