@@ -32,6 +32,16 @@ def test_ncu_profile(ncu_case: PerfCase, perf_suite: SuiteRun):
     assert not bad, f"non-finite or negative counters: {bad}"
     assert len(profile.kernels) > 0
     assert profile.mix()["share"].sum() == pytest.approx(1.0)
+    # Bounds on this combo's own figures (e.g. its tensor-pipe share), which need no reference profile.
+    expectations = perf_suite.absolute_ncu_expectations(ncu_case)
+    missing = [e.metric for e in expectations if e.metric.removeprefix("ncu:") not in totals]
+    checked = [
+        (perf_suite.judge_ncu(ncu_case.arch, e, totals, None), e) for e in expectations if e.metric not in missing
+    ]
+    failed = [f"{v.message()} [{e.source}]" for v, e in checked if v.failed]
+    assert not failed, "\n".join(failed)
+    if missing:
+        pytest.skip(f"{', '.join(missing)} not collected (see --ncu-groups)")
 
 
 def test_ncu_expectation(ncu_ratio_case: RatioCase, perf_suite: SuiteRun):
@@ -50,8 +60,7 @@ def test_ncu_expectation(ncu_ratio_case: RatioCase, perf_suite: SuiteRun):
         key = e.metric.removeprefix("ncu:")
         if key not in combo or key not in reference:
             pytest.skip(f"{key} was not collected (see --ncu-groups)")
-        measured = combo[key] / reference[key] if reference[key] else math.inf
-        verdict = perf_suite.judge_ratio(r.arch, e, measured)
+        verdict = perf_suite.judge_ncu(r.arch, e, combo, reference)  # a reference of 0: "cannot judge", failed
         if verdict.failed:
             failed.append(f"{verdict.message()} [{e.source}]")
     assert not failed, "\n".join(failed)

@@ -1,7 +1,6 @@
 """Baseline files: round trip, reviewable layout, atomic saving, one-line errors for bad files."""
 
 import json
-import math
 import multiprocessing
 import os
 import time
@@ -28,6 +27,7 @@ from meddpm.suite.baseline import (
 )
 from meddpm.suite.cases import CaseRecord, PerfCase
 from meddpm.suite.session import SuiteRun
+from meddpm.suite.verdict import judge_figures
 
 REPO_BASELINES = Path(__file__).resolve().parent.parent / "baselines"
 
@@ -207,18 +207,21 @@ def test_missing_file_is_no_baseline(tmp_path):
         ('{"schema": "meddpm-baseline/1", "arch": ', "is corrupt (not JSON"),
         ('{"schema": "meddpm-baseline/0", "arch": "h200"}', "has schema 'meddpm-baseline/0' but this suite reads"),
         ("[1, 2]", "has schema 'list'"),
-        ('{"schema": "meddpm-baseline/1"}', "is malformed (missing field 'arch')"),
+        ('{"schema": "meddpm-baseline/1"}', "has no 'arch' in the file; add it"),
         ('{"schema": "meddpm-baseline/1", "arch": "a100"}', "is for arch 'a100', not 'h200'"),
         (
             '{"schema": "meddpm-baseline/1", "arch": "h200", "expectations": [{"preset": "paper", "metric": "time", '
             '"combo": "opt1", "reference": "baseline", "provenance": "guess", "source": "", "max": 1}]}',
-            "has provenance 'guess', expected one of measured, paper",
+            'has expectations[0].provenance = "guess", which must be one of measured, paper, target',
         ),
-        ('{"schema": "meddpm-baseline/1", "arch": "h200", "tolerances": {"time": 1}}', "unknown tolerance 'time'"),
-        ('{"schema": "meddpm-baseline/1", "arch": "h200", "ncu": [1]}', "is malformed"),
+        (
+            '{"schema": "meddpm-baseline/1", "arch": "h200", "tolerances": {"time": 1}}',
+            "has an unknown key 'time' in tolerances (did you mean 'time_rel'?)",
+        ),
+        ('{"schema": "meddpm-baseline/1", "arch": "h200", "ncu": [1]}', "has ncu = [1], which must be an object"),
         (
             '{"schema": "meddpm-baseline/1", "arch": "h200", "ncu": {"paper/opt1/b1": {"preset": "paper"}}}',
-            "is malformed",
+            "has no 'combo' in ncu['paper/opt1/b1']",
         ),
     ],
 )
@@ -252,10 +255,10 @@ def test_measured_ncu_expectations_hold_on_the_stored_totals(arch):
     expectations = [e for e in stored.expectations if e.metric.startswith("ncu:") and e.provenance == "measured"]
     assert expectations
     for e in expectations:
-        key = e.metric.removeprefix("ncu:")
-        combo, reference = (stored.ncu[f"{e.preset}/{name}/b1"].totals[key] for name in (e.combo, e.reference))
-        ratio = combo / reference if reference else math.inf
-        assert e.holds(ratio), f"{arch}: {e.describe()} but the stored totals give {ratio:.3f}"
+        combo = stored.ncu[f"{e.preset}/{e.combo}/b1"].totals
+        reference = None if e.reference is None else stored.ncu[f"{e.preset}/{e.reference}/b1"].totals
+        verdict = judge_figures(e, combo[e.metric.removeprefix("ncu:")], reference and reference[e.metric[4:]])
+        assert verdict.outcome == "holds", f"{arch}: {verdict.message()}"
 
 
 def energy_block(j_per_window: float = 300.0, quantisation: float = 0.008) -> BlockEnergy:
@@ -291,7 +294,7 @@ def test_a_case_saved_before_energy_windows_has_no_usable_energy(tmp_path):
         (dict(energy_method="guess/0"), "energy_method = 'guess/0', which must be counter-window/1"),
         (dict(energy_quantisation=1.5), "energy_quantisation = 1.5, which must be a fraction from 0 to 1"),
         (dict(energy_j_per_iter=0.0), "energy_j_per_iter = 0.0, which must be above 0 J"),
-        (dict(energy_replicates_j=[30.0, float("nan")]), "energy_replicates_j[1] = nan, which must be finite"),
+        (dict(energy_replicates_j=[30.0, float("nan")]), "energy_replicates_j[1] = nan, which must be a finite number"),
     ],
 )
 def test_stored_energy_no_verdict_can_use_is_refused(tmp_path, fields, message):
@@ -300,3 +303,161 @@ def test_stored_energy_no_verdict_can_use_is_refused(tmp_path, fields, message):
     save_baseline(path, BaselineFile(arch="h200", cases={"paper/opt1/b1": replace(case(), **{**good, **fields})}))
     with pytest.raises(BaselineError, match=message.replace("[", r"\[").replace("]", r"\]")):
         load_baseline(path, "h200")
+
+
+# --- every field checked before measuring ----------------------------------------------------
+def document(tmp_path: Path) -> tuple[Path, dict]:
+    """A valid file (a case, an ncu entry, the saving run's ratios) as JSON, to be spoilt by a test."""
+    stored = sample_file().with_measurements([], {"paper/b1": {"opt1/baseline": {"median": 0.19, "q1": 0.18}}})
+    path = tmp_path / "h200.json"
+    save_baseline(path, stored.with_ncu([ncu_entry("baseline", 2.5e9), ncu_entry("opt1")]))
+    return path, json.loads(path.read_text())
+
+
+def refused(path: Path, data: dict) -> str:
+    path.write_text(json.dumps(data))
+    with pytest.raises(BaselineError) as err:
+        load_baseline(path, "h200")
+    text = str(err.value)
+    assert text.startswith(f"baseline file {path} has ") and "\n" not in text
+    return text
+
+
+@pytest.mark.parametrize(
+    "spoil, message",
+    [
+        (lambda d: d.update(ratios="oops"), 'ratios = "oops", which must be an object'),
+        (lambda d: d["ratios"].update({"paper/b1": [0.19]}), "ratios['paper/b1'] = [0.19], which must be an object"),
+        (
+            lambda d: d["ratios"]["paper/b1"]["opt1/baseline"].update(median="0.19"),
+            "ratios['paper/b1']['opt1/baseline'].median = \"0.19\", which must be a finite number",
+        ),
+        (
+            lambda d: d["ratios"]["paper/b1"]["opt1/baseline"].update(median=-1.0),
+            "ratios['paper/b1']['opt1/baseline'].median = -1.0, which must be a finite ratio above 0",
+        ),
+    ],
+)
+def test_malformed_ratios_are_refused_when_loading_not_when_saving(tmp_path, spoil, message):
+    # Before, a bad "ratios" passed the start-up check and the save crashed after measuring.
+    path, data = document(tmp_path)
+    spoil(data)
+    assert message in refused(path, data)
+
+
+@pytest.mark.parametrize(
+    "spoil, key, where, nearest",
+    [
+        (lambda d: d.update(expectation=[]), "expectation", "the file", "expectations"),
+        (lambda d: d["cases"]["paper/opt1/b1"].update(tolerance={"time_rel": 0.5}), "tolerance", "cases", "tolerances"),
+        (lambda d: d["tolerances"].update(time_rell=0.1), "time_rell", "tolerances", "time_rel"),
+        (lambda d: d["expectations"][0].update(maximum=0.3), "maximum", "expectations[0]", "max"),
+        (
+            lambda d: d["cases"]["paper/opt1/b1"]["noise"].update(between_runs=0.01),
+            "between_runs",
+            "noise",
+            "between_run_rel",
+        ),
+        (lambda d: d["ncu"]["paper/opt1/b1"].update(total={}), "total", "ncu['paper/opt1/b1']", "totals"),
+        (lambda d: d["ratios"]["paper/b1"]["opt1/baseline"].update(medain=0.2), "medain", "ratios", "median"),
+    ],
+)
+def test_an_unknown_key_at_any_level_is_refused_naming_the_nearest_known_one(tmp_path, spoil, key, where, nearest):
+    path, data = document(tmp_path)
+    spoil(data)
+    text = refused(path, data)
+    assert f"an unknown key {key!r} in " in text and where in text and f"(did you mean {nearest!r}?)" in text
+    assert text.endswith("correct or remove it: it would be ignored")
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("median_ms", True, "median_ms = true, which must be a finite number (not true/false"),
+        ("batch_size", 1.5, "batch_size = 1.5, which must be a whole number"),
+        ("batch_size", True, "batch_size = true, which must be a whole number"),
+        ("tflops", float("nan"), "tflops = nan, which must be a finite number"),
+        ("tflops", float("inf"), "tflops = inf, which must be a finite number"),
+        ("samples_ms", [230.0, "231"], 'samples_ms[1] = "231", which must be a finite number'),
+        ("peak_allocated_bytes", 2.0e10, "peak_allocated_bytes = 20000000000.0, which must be a whole number"),
+        ("environment", "H200", 'environment = "H200", which must be an object'),
+        ("median_ms", 250.0, "median_ms = 250.0, which must be the median of its samples_ms (230)"),
+    ],
+)
+def test_stored_figures_of_the_wrong_type_or_contradicting_their_samples_are_refused(tmp_path, field, value, message):
+    path, data = document(tmp_path)
+    data["cases"]["paper/opt1/b1"][field] = value
+    text = refused(path, data)
+    assert f"cases['paper/opt1/b1'].{message}" in text
+
+
+def test_a_median_that_differs_from_its_samples_by_rounding_only_is_kept(tmp_path):
+    path, data = document(tmp_path)
+    data["cases"]["paper/opt1/b1"].update(samples_ms=[46.949, 46.95, 46.948, 46.951], median_ms=46.949)
+    path.write_text(json.dumps(data))
+    assert load_baseline(path, "h200").cases["paper/opt1/b1"].median_ms == 46.949  # samples' median 46.9495
+
+
+@pytest.mark.parametrize("old", ["meddpm-baseline/1", "meddpm-baseline/2"])
+def test_older_schemas_are_read_and_written_back_as_the_current_one(tmp_path, old):
+    path, data = document(tmp_path)
+    if old == "meddpm-baseline/1":  # version 1 had no process medians, noise or world size
+        for c in data["cases"].values():
+            for name in ("process_medians_ms", "noise", "world_size"):
+                del c[name]
+    data["schema"] = old
+    path.write_text(json.dumps(data))
+    loaded = load_baseline(path, "h200")
+    assert loaded.expectations == sample_file().expectations
+    save_baseline(path, loaded)
+    assert json.loads(path.read_text())["schema"] == SCHEMA == "meddpm-baseline/3"
+    # An absolute bound means nothing to an older reader: in an older file it is refused, with the fix.
+    data["expectations"][0]["reference"] = None
+    assert f'set "schema" to "{SCHEMA}"' in refused(path, data)
+
+
+def test_an_absolute_expectation_round_trips_and_describes_itself(tmp_path):
+    e = Expectation("paper", "ncu:tensor_pipe_pct", "opt1", None, "paper", "ICPE '26: 7.81 %", min=7.81)
+    path = tmp_path / "h200.json"
+    save_baseline(path, replace(sample_file(), expectations=(e,)))
+    assert json.loads(path.read_text())["expectations"][0]["reference"] is None
+    loaded = load_baseline(path, "h200")
+    assert loaded.expectations == (e,)
+    assert loaded.expectations_for("paper", "ncu:tensor_pipe_pct", "opt1", None) == [e]
+    assert loaded.expectations_for("paper", "ncu:tensor_pipe_pct", "opt1", "baseline") == []
+    assert e.describe() == "ncu:tensor_pipe_pct 7.81 <= opt1 (paper)"
+
+
+def expectation(**fields) -> dict:
+    base = dict(preset="paper", metric="ncu:tensor_pipe_pct", combo="opt1", reference="baseline", provenance="paper")
+    return {**base, "source": "ICPE '26", "min": 3.0, "max": None, "world_size": 1, **fields}
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        # The committed files' old flaw: a ratio over a strict-FP32 baseline's tensor pipe, stored as 0.
+        ({}, "a ratio over baseline's tensor_pipe_pct, stored as 0, which no run can judge; state it as an absolute"),
+        (dict(min=0.0), ".min = 0.0, which must be above 0 when there is no max (else the check cannot fail)"),
+        (dict(metric="ncu:tensor_pct"), ".metric = 'ncu:tensor_pct', which must be ncu:<key>"),
+        (dict(metric="time", reference="opt2"), ".reference = 'opt2', which must be \"baseline\" (the only reference"),
+        (dict(combo="opt3"), ".combo = 'opt3', which must be one of baseline, opt1"),
+        (dict(preset="papr"), ".preset = 'papr', which must be one of paper"),
+        (dict(metric="scaling_efficiency", reference="opt1"), ".world_size = 1, which must be 2 or more"),
+        (dict(min="3"), 'expectations[0].min = "3", which must be a finite number'),
+    ],
+)
+def test_an_expectation_no_run_can_check_or_fail_is_refused(tmp_path, fields, message):
+    path, data = document(tmp_path)
+    data["ncu"]["paper/baseline/b1"]["totals"]["tensor_pipe_pct"] = 0.0
+    data["expectations"] = [expectation(**fields)]
+    assert message in refused(path, data)
+
+
+@pytest.mark.parametrize("arch", ["v100", "a100", "h100", "h200"])
+def test_no_committed_expectation_bounds_a_ratio_of_a_figure_that_can_be_0(arch):
+    # Strict FP32 uses no tensor pipe: a share over the baseline's is 0/0 or x/0, never a judgeable ratio.
+    stored = load_baseline(REPO_BASELINES / f"{arch}.json", arch)
+    pipe = [e for e in stored.expectations if e.metric == "ncu:tensor_pipe_pct"]
+    assert all(e.reference is None for e in pipe)
+    assert arch == "v100" or {e.provenance for e in pipe if e.combo == "opt1"} & {"paper", "measured"}

@@ -120,7 +120,7 @@ def write_baseline(suite: pytest.Pytester, **change) -> Path:
 @pytest.mark.parametrize(
     "change, message",
     [
-        (dict(samples_ms=[100.0, float("nan"), 100.0]), "samples_ms[1] = nan, which must be a finite time above 0"),
+        (dict(samples_ms=[100.0, float("nan"), 100.0]), "samples_ms[1] = nan, which must be a finite number"),
         (dict(samples_ms=[0.0, 100.0]), "samples_ms[0] = 0.0, which must be a finite time above 0"),
         (dict(samples_ms=[-5.0, 100.0]), "samples_ms[0] = -5.0"),
         (dict(median_ms=float("inf")), "median_ms = inf"),
@@ -220,6 +220,62 @@ def test_a_failing_save_is_one_line_and_the_results_are_still_written(suite):
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
     results = json.loads((suite.path / "results" / "results.json").read_text())
     assert results["cases"][0]["combo"] == "baseline" and results["baseline_saved"].startswith("baseline not saved")
+
+
+def test_a_malformed_ratios_field_stops_the_session_before_measuring(suite):
+    # Before, it passed the start-up check and the save crashed after measuring, losing the results.
+    path = write_baseline(suite)
+    data = json.loads(path.read_text())
+    data["ratios"] = {"tiny/b1": "opt2/baseline 1.1"}
+    path.write_text(json.dumps(data))
+    result = run(suite, "--save-baseline")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: baseline file {path} has ratios[[]'tiny/b1'] = * which must be an object*"])
+    assert "meddpm: measuring" not in result.stdout.str()
+
+
+SAVING_HAS_A_BUG = """
+import meddpm.suite.saving
+
+
+def _broken(current, **changes):
+    raise TypeError("'str' object is not a mapping")
+
+
+meddpm.suite.saving._merged = _broken
+"""
+
+
+def test_a_bug_while_saving_still_keeps_the_results(suite):
+    with_clock(suite, 100.0, SAVING_HAS_A_BUG)
+    result = run(suite, "--save-baseline")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        ["baseline not saved: internal error TypeError: 'str' object is not a mapping (the results are kept*"]
+    )
+    results = json.loads((suite.path / "results" / "results.json").read_text())
+    assert results["cases"][0]["combo"] == "baseline"
+    assert results["baseline_saved"].startswith("baseline not saved: internal error TypeError")
+    assert (suite.path / "results" / "summary.md").exists()
+
+
+def test_sampling_with_no_budget_is_listed_as_not_guarded_like_a_case_with_no_baseline(suite):
+    suite.makepyfile(test_sampling=(SUITE_TESTS.parent / "test_sampling.py").read_text())
+    (suite.path / "baselines").mkdir()
+    with_clock(suite, 100.0)
+    result = run(suite)
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(
+        [
+            "not guarded (nothing stored to judge against): cpu-tiny-baseline-b1 (no baseline), "
+            "cpu tiny sample baseline/b1 (no sampling budget)"
+        ]
+    )
+    summary = (suite.path / "results" / "summary.md").read_text()
+    assert "- cpu tiny/baseline/b1 training: no baseline (save one with --save-baseline)" in summary
+    assert "- cpu tiny sample baseline/b1: no sampling budget (add one to SAMPLE_BUDGETS_S in " in summary
+    results = json.loads((suite.path / "results" / "results.json").read_text())
+    assert [e["outcome"] for e in results["expectations"]] == ["no budget"]
 
 
 def test_gpu_cases_exist_per_arch_and_skip_here_with_a_reason(suite):

@@ -7,7 +7,14 @@ import pytest
 
 from meddpm.measure.energy import EnergyEstimate
 from meddpm.suite.baseline import CaseBaseline, Expectation, Tolerances
-from meddpm.suite.verdict import judge_ceiling, judge_energy, judge_expectation, judge_samples, min_p_value
+from meddpm.suite.verdict import (
+    judge_ceiling,
+    judge_energy,
+    judge_expectation,
+    judge_figures,
+    judge_samples,
+    min_p_value,
+)
 
 TOL = Tolerances()  # 5 % time, 2 % memory, 10 % energy, alpha 0.01
 rng = np.random.default_rng(0)
@@ -80,6 +87,28 @@ def test_expectations_hold_or_are_violated():
     assert judge_expectation(e, float("nan")).failed
     band = Expectation("paper", "time", "opt1", "baseline", "paper", "V100 has no TF32", max=1.1, min=0.9)
     assert [judge_expectation(band, r).outcome for r in (0.85, 1.0, 1.2)] == ["violated", "holds", "violated"]
+
+
+def test_a_ratio_over_a_reference_of_0_cannot_be_judged_and_fails():
+    # A lower bound on x/0 = inf used to "hold" whatever was measured.
+    e = Expectation("paper", "ncu:tensor_pipe_pct", "opt1", "baseline", "paper", "ICPE '26", min=3.0)
+    verdict = judge_figures(e, 20.6, 0.0)
+    assert verdict.outcome == "cannot judge" and verdict.failed
+    assert verdict.message() == (
+        "paper ncu:tensor_pipe_pct opt1/baseline: cannot judge ncu:tensor_pipe_pct 3 <= opt1/baseline (paper): "
+        'reference is 0 (measured 20.6 over 0); state the claim as an absolute bound ("reference": null) in the '
+        "baseline file"
+    )
+    assert judge_expectation(e, float("inf")).failed
+    assert judge_figures(e, 20.6, 1.4).outcome == "holds"
+
+
+@pytest.mark.parametrize("share, outcome", [(20.6, "holds"), (7.81, "holds"), (0.0, "violated"), (7.0, "violated")])
+def test_an_absolute_bound_judges_the_combos_own_figure(share, outcome):
+    e = Expectation("paper", "ncu:tensor_pipe_pct", "opt1", None, "paper", "ICPE '26: H100 1.4% -> 7.81%", min=7.81)
+    verdict = judge_figures(e, share, None)
+    assert verdict.outcome == outcome and verdict.now == share
+    assert "expected ncu:tensor_pipe_pct 7.81 <= opt1 (paper)" in verdict.message()
 
 
 def stored_energy(j_per_iter: float | None, **fields) -> CaseBaseline:

@@ -26,7 +26,7 @@ from meddpm.suite.baseline import (
     load_baseline,
 )
 from meddpm.suite.cases import CaseRecord, PerfCase, RatioCase
-from meddpm.suite.verdict import Verdict, judge_ab, judge_case, judge_expectation, judge_samples
+from meddpm.suite.verdict import Verdict, judge_ab, judge_case, judge_expectation, judge_figures, judge_samples
 
 
 class StoredBaselines:
@@ -105,7 +105,7 @@ class Judging:
         return stored.expectations_for(case.preset, "scaling_efficiency", case.combo, case.combo, world_size)
 
     def ncu_expectations(self, ratio: RatioCase) -> list[Expectation]:
-        """The stored ``ncu:<metric>`` expectations for ``ratio``'s combo and reference."""
+        """The stored ``ncu:<metric>`` ratio expectations for ``ratio``'s combo and reference."""
         stored = self.baselines.load(ratio.arch)
         if stored is None:
             return []
@@ -114,6 +114,42 @@ class Judging:
             for m in METRICS
             for e in stored.expectations_for(ratio.preset, f"ncu:{m.key}", ratio.combo, ratio.reference)
         ]
+
+    def absolute_ncu_expectations(self, case: PerfCase) -> list[Expectation]:
+        """The stored ``ncu:<metric>`` bounds on ``case``'s own figures (``"reference": null``)."""
+        stored = self.baselines.load(case.arch)
+        if stored is None:
+            return []
+        return [e for m in METRICS for e in stored.expectations_for(case.preset, f"ncu:{m.key}", case.combo, None)]
+
+    def judge_ncu(
+        self, arch: str, expectation: Expectation, totals: dict[str, float], reference: dict[str, float] | None
+    ) -> Verdict:
+        """Check an ncu expectation on a combo's totals (and its reference's, for a ratio); remembered for the summary.
+
+        A ratio over a reference figure of 0 is "cannot judge" and fails: it has no finite value to bound.
+        """
+        key = expectation.metric.removeprefix("ncu:")
+        verdict = judge_figures(expectation, totals[key], None if reference is None else reference[key])
+        self.expectation_verdicts.append((arch, verdict, expectation.source))
+        return verdict
+
+    def judge_sampling(self, case: PerfCase, budget_s: float | None, seconds: float | None = None) -> Verdict:
+        """A full sample's time against its budget, kept for the summary.
+
+        With no budget the verdict is "no budget": not a failure, but listed beside the cases
+        with no training baseline, so a runner that guards no sampling says so.
+        """
+        subject = f"{case.preset} sample {case.combo}/b{case.batch_size}"
+        if budget_s is None:
+            verdict = Verdict(subject, f"{subject} time (no budget)", "no budget", None, seconds, "s")
+        else:
+            assert seconds is not None, "a budget needs the measured time"
+            outcome = "holds" if seconds <= budget_s else "violated"  # NaN is never within the budget
+            check = f"{subject} time <= {budget_s:g} s (budget)"
+            verdict = Verdict(subject, check, outcome, budget_s, seconds, "s")
+        self.expectation_verdicts.append((case.arch, verdict, "perf_tests/test_sampling.py SAMPLE_BUDGETS_S"))
+        return verdict
 
     def judge_ddp(self, case: PerfCase, result: DdpResult) -> Verdict | None:
         """Time verdict of a DDP result (slowest rank per round) against its stored case, if any."""

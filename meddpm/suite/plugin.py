@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import logging
 import os
+import traceback
 from collections.abc import Iterator
 
 import pandas as pd
 import pytest
 import torch
 
-from meddpm.errors import UserError
+from meddpm.errors import UserError, first_line
 from meddpm.measure.revision import checkout_root, resolve_revision
 from meddpm.report.tables import ddp_table
 from meddpm.suite.arch import KNOWN_ARCHS, detect_arch
@@ -186,11 +187,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     --history, append them to the history database).
 
     A failure while saving is one line in the summary, and the results are written anyway:
-    they are what the minutes of measuring produced.
+    they are what the minutes of measuring produced. That holds for a bug in saving too; its
+    traceback follows the results, so it is reported without losing them.
     """
     suite = session.config.stash.get(SUITE, None)
     if suite is None:
         return
+    bug: Exception | None = None
     try:
         if suite.options.save_baseline and suite.measuring.anything:
             progress = session.config.stash.get(PROGRESS, None)
@@ -199,6 +202,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
                 message = suite.save(session.testsfailed, incomplete)
             except (UserError, OSError) as exc:
                 message = suite.save_message = f"baseline not saved: {exc}"
+            except Exception as exc:
+                bug = exc
+                message = suite.save_message = (
+                    f"baseline not saved: internal error {type(exc).__name__}: {first_line(exc)} "
+                    "(the results are kept; please report it with the traceback)"
+                )
             if message.startswith("baseline not saved") and exitstatus != pytest.ExitCode.INTERRUPTED:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
         try:
@@ -210,6 +219,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             append_history(suite.options, suite.write_line)
     finally:
         suite.close()
+    if bug is not None:
+        suite.write_line("".join(traceback.format_exception(bug)).rstrip())
 
 
 def _detectable(verdicts: list) -> str:
@@ -220,7 +231,7 @@ def _detectable(verdicts: list) -> str:
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     suite = config.stash.get(SUITE, None)
-    if suite is None or not suite.measuring.anything:
+    if suite is None or not (suite.measuring.anything or suite.judging.expectation_verdicts):
         return
     measured, tr = suite.measuring, terminalreporter
     tr.section("meddpm performance")
@@ -255,6 +266,14 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         for v in r.verdicts:
             if v.outcome not in ("unchanged", "not measured") or v.comparison is not None:
                 tr.write_line(v.message())
+    unguarded = [f"{r.case.id} (no baseline)" for r in measured.records.values() if r.outcome == "no baseline"]
+    unguarded += [
+        f"{arch} {v.subject} (no sampling budget)"
+        for arch, v, _ in suite.judging.expectation_verdicts
+        if v.outcome == "no budget"
+    ]
+    if unguarded:
+        tr.write_line(f"not guarded (nothing stored to judge against): {', '.join(unguarded)}", yellow=True)
     if suite.save_message:
         tr.write_line(suite.save_message, bold=True, red=suite.save_message.startswith("baseline not saved"))
     if suite.summary_path:

@@ -96,6 +96,20 @@ class SuiteRun:
         """The stored ``ncu:<metric>`` expectations for ``ratio``'s combo and reference."""
         return self.judging.ncu_expectations(ratio)
 
+    def absolute_ncu_expectations(self, case: PerfCase) -> list[Expectation]:
+        """The stored ``ncu:<metric>`` bounds on ``case``'s own figures (``"reference": null``)."""
+        return self.judging.absolute_ncu_expectations(case)
+
+    def judge_ncu(
+        self, arch: str, expectation: Expectation, totals: dict[str, float], reference: dict[str, float] | None
+    ) -> Verdict:
+        """Check an ncu expectation on a combo's totals (and its reference's, for a ratio); kept for the summary."""
+        return self.judging.judge_ncu(arch, expectation, totals, reference)
+
+    def judge_sampling(self, case: PerfCase, budget_s: float | None, seconds: float | None = None) -> Verdict:
+        """A full sample's time against its budget ("no budget" where it has none), kept for the summary."""
+        return self.judging.judge_sampling(case, budget_s, seconds)
+
     def judge_ddp(self, case: PerfCase, result: DdpResult) -> Verdict | None:
         """Time verdict of a DDP result (slowest rank per round) against its stored case, if any."""
         return self.judging.judge_ddp(case, result)

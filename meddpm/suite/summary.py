@@ -67,6 +67,23 @@ def results_with_energy(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [c for c in cases if c.get("energy_method") and c.get("energy_j_per_iter") is not None]
 
 
+def not_guarded(results: dict[str, Any]) -> list[str]:
+    """What this run measured or ran but could not judge: cases with no baseline, sampling with no budget."""
+    cases = [
+        f"{c['arch']} {c['preset']}/{c['combo']}/b{c['batch_size']} training: no baseline (save one with "
+        "--save-baseline)"
+        for c in results["cases"]
+        if c["outcome"] == "no baseline"
+    ]
+    sampling = [
+        f"{e['arch']} {e['check'].removesuffix(' time (no budget)')}: no sampling budget (add one to "
+        "SAMPLE_BUDGETS_S in perf_tests/test_sampling.py)"
+        for e in results["expectations"]
+        if e["outcome"] == "no budget"
+    ]
+    return cases + sampling
+
+
 def markdown_summary(results: dict[str, Any]) -> str:
     """A short Markdown report of a results document (see :func:`meddpm.suite.records.write_results`)."""
     env = results["environment"]
@@ -100,7 +117,10 @@ def markdown_summary(results: dict[str, Any]) -> str:
         lines += ["Interleaved time ratios (per round, paired):", "", pd.DataFrame(ratios).to_markdown(index=False), ""]
     if results["expectations"]:
         exp = pd.DataFrame(results["expectations"])[["arch", "check", "measured", "outcome"]]
-        lines += ["Relative expectations:", "", exp.to_markdown(index=False), ""]
+        lines += ["Expectations and sampling budgets:", "", exp.to_markdown(index=False), ""]
+    unguarded = not_guarded(results)
+    if unguarded:
+        lines += ["Not guarded (nothing stored to judge against):", ""] + [f"- {u}" for u in unguarded] + [""]
     comparisons = [
         {
             "case": f"{c['preset']}/{c['combo']}/b{c['batch_size']}",

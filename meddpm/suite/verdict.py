@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy.stats import mannwhitneyu
@@ -41,6 +41,8 @@ class Verdict:
     subject: str  # a case key ("paper/opt1/b1") or an expectation ("paper time opt1/baseline")
     metric: str
     # "regression", "improvement", "unchanged", "underpowered", "not measured", "violated", "holds",
+    # "cannot judge" (an expectation's ratio over a reference of 0, or not a finite number),
+    # "no budget" (a sampling case with no budget to guard it),
     # and for energy "not judged" (resolution above the threshold) and "not comparable" (an old baseline)
     outcome: str
     baseline: float | None
@@ -61,7 +63,7 @@ class Verdict:
     @property
     def failed(self) -> bool:
         """Whether this verdict fails the test."""
-        return self.outcome in ("regression", "violated")
+        return self.outcome in ("regression", "violated", "cannot judge")
 
     @property
     def change(self) -> float | None:
@@ -74,6 +76,18 @@ class Verdict:
         """One line naming the subject, metric, both values, the change, the p-value and the fix."""
         if self.outcome in ("violated", "holds"):
             return f"{self.subject}: measured {self.now:.3f}, expected {self.metric}"
+        if self.outcome == "cannot judge" and self.baseline == 0:
+            return (
+                f"{self.subject}: cannot judge {self.metric}: reference is 0 (measured {self.now:g} over 0); "
+                'state the claim as an absolute bound ("reference": null) in the baseline file'
+            )
+        if self.outcome == "no budget":
+            return (
+                f"{self.subject}: no sampling budget, so nothing guards it; measure it on this GPU and add a budget "
+                "to SAMPLE_BUDGETS_S in perf_tests/test_sampling.py"
+            )
+        if self.outcome == "cannot judge":
+            return f"{self.subject}: cannot judge {self.metric}: measured {self.now}, not a finite number"
         if self.outcome == "not measured":
             return f"{self.subject} {self.metric} not measured (baseline {self.baseline}, now {self.now})"
         values = f"baseline {self.baseline:.4g} {self.unit}, now {self.now:.4g} {self.unit}"
@@ -253,12 +267,31 @@ def judge_case(
 
 
 def judge_expectation(expectation: Expectation, ratio: float) -> Verdict:
-    """Whether a measured ratio (e.g. opt1 time / baseline time) meets the expectation."""
+    """Whether a measured ratio (e.g. opt1 time / baseline time), or an absolute figure, meets the expectation.
+
+    A value that is not finite (a ratio over 0, a NaN) cannot be judged, and fails: a bound that
+    an infinity "holds" would pass whatever was measured.
+    """
     return Verdict(
         subject=f"{expectation.preset} {expectation.metric} {expectation.ratio_name}",
         metric=expectation.describe(),
-        outcome="holds" if expectation.holds(ratio) else "violated",
+        outcome=("holds" if expectation.holds(ratio) else "violated") if math.isfinite(ratio) else "cannot judge",
         baseline=None,
         now=ratio,
         unit="x",
     )
+
+
+def judge_figures(expectation: Expectation, figure: float, reference_figure: float | None) -> Verdict:
+    """An expectation judged from the combo's own figure and its reference's (None for an absolute bound).
+
+    The ratio is taken here, so a reference of 0 is "cannot judge" (and fails) instead of an
+    infinite ratio that every lower bound would let pass.
+    """
+    if expectation.reference is None:
+        return judge_expectation(expectation, figure)
+    if reference_figure is None:
+        raise ValueError(f"{expectation.describe()} needs the reference's figure")
+    if reference_figure == 0:
+        return replace(judge_expectation(expectation, math.inf), baseline=0.0, now=figure)
+    return judge_expectation(expectation, figure / reference_figure)
