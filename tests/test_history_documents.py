@@ -178,3 +178,14 @@ def test_ddp_ranks_without_a_reading_are_left_out_not_refused():
     document["ddp"][0].update(energy_j_per_iter=[None, 101.0], peak_allocated_bytes=[None, None])
     (case,) = [c for c in run_from_document(json.loads(json.dumps(document)), "x.json").cases if "ddp" in c.case]
     assert case.sm_clock_min_mhz is None and case.energy_j_per_iter == 101.0 and case.peak_allocated_bytes is None
+
+
+@pytest.mark.parametrize("interrupted", ["the timed rounds", None])
+def test_a_partial_run_is_refused_not_taken_for_a_full_one(interrupted):
+    document = _suite_document()
+    document.update(partial=True, interrupted=interrupted)
+    during = f" during {interrupted}" if interrupted else ""
+    with pytest.raises(UserError, match=re.escape(f"a partial run (interrupted{during}), not imported")):
+        run_from_document(json.loads(json.dumps(document)), "x.json")
+    document["partial"] = False
+    assert run_from_document(json.loads(json.dumps(document)), "x.json").cases

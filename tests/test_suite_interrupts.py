@@ -2,6 +2,7 @@
 (raised from an injected step), and results.json keeps what was measured, its cases marked "interrupted"."""
 
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -106,6 +107,7 @@ def test_ctrl_c_in_the_rounds_writes_the_rounds_done_marked_interrupted(suite):
         assert case["samples_ms"] == [100.0] * 3 and case["stop_reason"] == "interrupted after 3 rounds"
     assert document["ratios"] == {}  # no ratio from cut-short rounds
     interrupted_line(result, 2)
+    assert document["partial"] is True
     assert "outcome" in (suite.path / "results" / "summary.md").read_text()
 
 
@@ -126,3 +128,14 @@ def test_ctrl_c_in_a_process_campaign_writes_the_processes_that_finished(suite):
         assert case["outcome"] == "interrupted"
         assert len(case["samples_ms"]) == 5 and len(case["process_medians_ms"]) == 1
     interrupted_line(result, 2)
+
+
+def test_an_interrupted_session_is_not_appended_to_the_history(suite):
+    """Its cut-short rounds would enter the history's series as a full run's."""
+    history = suite.path / "history.sqlite"
+    result, document = run(suite, CLOCK_WITH_CTRL_C.format(stop=6), f"--history={history}")
+    assert document["partial"] is True
+    result.stdout.fnmatch_lines(["*run not appended to the history: it was interrupted (results.json is partial)*"])
+    if history.exists():  # the option's check at the start may have made the database
+        with sqlite3.connect(history) as db:
+            assert db.execute("select count(*) from runs").fetchone() == (0,)

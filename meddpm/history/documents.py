@@ -72,6 +72,10 @@ def run_from_document(document: Any, source: str, context: Mapping[str, Any] | N
     if schema not in SCHEMAS:
         found = f"schema {schema!r}" if schema is not None else "no schema field"
         raise ForeignDocument(f"not a meddpm results file ({found}; known: {', '.join(SCHEMAS)})")
+    if document.get("partial"):
+        # Cut-short rounds and unjudged cases would pose as a night's full run in the series and change points.
+        during = f" during {document['interrupted']}" if document.get("interrupted") else ""
+        raise UserError(f"a partial run (interrupted{during}), not imported: re-run it to record the figures")
     try:
         run = _suite_run(document) if schema == SUITE_SCHEMA else _bench_run(document)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:

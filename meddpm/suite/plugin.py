@@ -216,7 +216,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             suite.write_line(f"meddpm: results not written: {exc}")
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if suite.summary_path is not None and suite.options.history is not None:
-            append_history(suite.options, suite.write_line)
+            if exitstatus == pytest.ExitCode.INTERRUPTED:
+                suite.write_line(
+                    "meddpm: run not appended to the history: it was interrupted (results.json is partial)"
+                )
+            else:
+                append_history(suite.options, suite.write_line)
     finally:
         suite.close()
     if bug is not None:

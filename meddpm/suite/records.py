@@ -37,15 +37,24 @@ RESULTS_SCHEMA = "meddpm-perf-results/1"
 
 
 def write_results(
-    measured: Measuring, expectation_verdicts: list[tuple[str, Verdict, str]], save_message: str, out: Path
+    measured: Measuring,
+    expectation_verdicts: list[tuple[str, Verdict, str]],
+    save_message: str,
+    out: Path,
+    partial: bool = False,
 ) -> Path | None:
-    """Write the run's results JSON and Markdown summary into ``out``; returns the summary's path."""
+    """Write the run's results JSON and Markdown summary into ``out``; returns the summary's path.
+
+    ``partial``: the session was interrupted, so the document says so (``"partial": true``) and no
+    reader takes it for a full run.
+    """
     if not measured.anything:
         return None
     on_gpu = torch.cuda.is_available() and (
         bool(measured.ddp_results or measured.ncu_profiles) or any(r.case.on_gpu for r in measured.records.values())
     )
     payload = results_payload(measured, expectation_verdicts, save_message, on_gpu)
+    payload["partial"] = partial
     if measured.ncu_profiles:
         _write_ncu_tables(measured.ncu_profiles, out / "ncu", measured.running_arch)
     with_energy = [r.result for r in measured.records.values() if r.result.energy_blocks]

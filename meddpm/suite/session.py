@@ -18,7 +18,7 @@ import torch
 from meddpm.measure.campaign import Campaign, ComboResult
 from meddpm.measure.ncu import NcuProfile
 from meddpm.run.distributed import DdpResult
-from meddpm.suite.baseline import CaseBaseline, Expectation
+from meddpm.suite.baseline import CaseBaseline, Expectation, SamplingBudget
 from meddpm.suite.cases import CaseRecord, PerfCase, Plan, RatioCase
 from meddpm.suite.judging import Judging, StoredBaselines
 from meddpm.suite.measuring import Measuring, device_for
@@ -106,9 +106,13 @@ class SuiteRun:
         """Check an ncu expectation on a combo's totals (and its reference's, for a ratio); kept for the summary."""
         return self.judging.judge_ncu(arch, expectation, totals, reference)
 
-    def judge_sampling(self, case: PerfCase, budget_s: float | None, seconds: float | None = None) -> Verdict:
+    def sampling_budget(self, case: PerfCase) -> SamplingBudget | None:
+        """The stored full-sample budget of ``case``, or None."""
+        return self.judging.sampling_budget(case)
+
+    def judge_sampling(self, case: PerfCase, budget: SamplingBudget | None, seconds: float | None = None) -> Verdict:
         """A full sample's time against its budget ("no budget" where it has none), kept for the summary."""
-        return self.judging.judge_sampling(case, budget_s, seconds)
+        return self.judging.judge_sampling(case, budget, seconds)
 
     def judge_ddp(self, case: PerfCase, result: DdpResult) -> Verdict | None:
         """Time verdict of a DDP result (slowest rank per round) against its stored case, if any."""
@@ -133,7 +137,7 @@ class SuiteRun:
         """
         marked = self.measuring.mark_interrupted() if interrupted else 0
         verdicts = self.judging.expectation_verdicts
-        summary = write_results(self.measuring, verdicts, self.save_message, self.options.results_dir)
+        summary = write_results(self.measuring, verdicts, self.save_message, self.options.results_dir, interrupted)
         if interrupted and summary is not None:
             self.write_line(
                 f"meddpm: interrupted; {summary.parent / 'results.json'} has what was measured before, "
