@@ -3,6 +3,7 @@
 import json
 import multiprocessing
 import os
+import re
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -461,3 +462,49 @@ def test_no_committed_expectation_bounds_a_ratio_of_a_figure_that_can_be_0(arch)
     pipe = [e for e in stored.expectations if e.metric == "ncu:tensor_pipe_pct"]
     assert all(e.reference is None for e in pipe)
     assert arch == "v100" or {e.provenance for e in pipe if e.combo == "opt1"} & {"paper", "measured"}
+
+
+def _with_sampling(tmp_path, **entry):
+    """h200.json as committed, with one sampling entry replaced by ``entry``'s fields."""
+    document = json.loads((REPO_BASELINES / "h200.json").read_text())
+    budget = {
+        "preset": "paper",
+        "combo": "fast",
+        "batch_size": 1,
+        "budget_s": 5.0,
+        "provenance": "measured",
+        "source": "two processes",
+        "measured_s": [4.7, 4.75],
+    }
+    key = entry.pop("key", "paper/fast/b1")
+    budget.update(entry)
+    document["sampling"] = {key: budget}
+    path = tmp_path / "h200.json"
+    path.write_text(json.dumps(document))
+    return path
+
+
+def test_sampling_budgets_are_read_per_combo(tmp_path):
+    stored = load_baseline(_with_sampling(tmp_path), "h200")
+    budget = stored.sampling_budget("paper", "fast", 1)
+    assert budget is not None and budget.budget_s == 5.0 and budget.measured_s == [4.7, 4.75]
+    assert stored.sampling_budget("paper", "opt1", 1) is None
+    assert (
+        load_baseline(REPO_BASELINES / "h100.json", "h100").sampling_budget("paper", "fast", 1).provenance == "measured"
+    )
+
+
+@pytest.mark.parametrize(
+    ("entry", "problem"),
+    [
+        ({"budget_s": 4.72}, "sampling['paper/fast/b1'].measured_s[1] = 4.75"),
+        ({"measured_s": []}, "the full samples a measured budget rests on"),
+        ({"batch_size": 2, "key": "paper/fast/b2"}, "which must be 1 (a sampling case times one volume)"),
+        ({"budget_s": 0}, "sampling['paper/fast/b1'].budget_s = 0"),
+        ({"budget": 5.0}, "unknown key 'budget'"),
+        ({"combo": "opt1"}, "describing paper/opt1/b1"),
+    ],
+)
+def test_a_sampling_budget_no_run_can_meet_or_that_is_malformed_is_refused(tmp_path, entry, problem):
+    with pytest.raises(BaselineError, match=re.escape(problem)):
+        load_baseline(_with_sampling(tmp_path, **entry), "h200")

@@ -273,7 +273,7 @@ def test_sampling_with_no_budget_is_listed_as_not_guarded_like_a_case_with_no_ba
     )
     summary = (suite.path / "results" / "summary.md").read_text()
     assert "- cpu tiny/baseline/b1 training: no baseline (save one with --save-baseline)" in summary
-    assert "- cpu tiny sample baseline/b1: no sampling budget (add one to SAMPLE_BUDGETS_S in " in summary
+    assert "- cpu tiny sample baseline/b1: no sampling budget (add one to the baseline file's sampling" in summary
     results = json.loads((suite.path / "results" / "results.json").read_text())
     assert [e["outcome"] for e in results["expectations"]] == ["no budget"]
 

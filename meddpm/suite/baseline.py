@@ -217,6 +217,28 @@ class NcuBaseline:
 
 
 @dataclass(frozen=True)
+class SamplingBudget:
+    """The time one full reverse diffusion (all T steps) of ``batch_size`` volumes may take under a combo.
+
+    ``provenance`` ``measured``: the budget sits above the figures in ``measured_s`` (each a fresh
+    process's full sample), by the file's time tolerance; ``target``: a goal, with no measurement
+    behind it in this file.
+    """
+
+    preset: str
+    combo: str
+    batch_size: int
+    budget_s: float
+    provenance: str
+    source: str
+    measured_s: list[float] = field(default_factory=list)
+
+    @property
+    def key(self) -> str:
+        return f"{self.preset}/{self.combo}/b{self.batch_size}"
+
+
+@dataclass(frozen=True)
 class BaselineFile:
     """Everything stored for one architecture."""
 
@@ -227,10 +249,15 @@ class BaselineFile:
     ratios: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
     description: str = ""
     ncu: dict[str, NcuBaseline] = field(default_factory=dict)
+    sampling: dict[str, SamplingBudget] = field(default_factory=dict)
 
     def case(self, key: CaseKey) -> CaseBaseline | None:
         """The stored case, or None."""
         return self.cases.get(str(key))
+
+    def sampling_budget(self, preset: str, combo: str, batch_size: int) -> SamplingBudget | None:
+        """The full-sample time budget of a combo, or None (that sampling case is not guarded)."""
+        return self.sampling.get(f"{preset}/{combo}/b{batch_size}")
 
     def tolerances_for(self, key: CaseKey) -> Tolerances:
         """The case's own tolerances if it has them, else the file's."""
@@ -389,6 +416,22 @@ def validate(baseline: BaselineFile) -> None:
             for stat, value in figures.items():
                 where = f"ratios[{group!r}][{name!r}].{stat}"
                 _require(value > 0 and math.isfinite(value), where, value, "a finite ratio above 0")
+    for key, budget in baseline.sampling.items():
+        where = f"sampling[{key!r}]"
+        _require(budget.budget_s > 0, f"{where}.budget_s", budget.budget_s, "a finite time above 0 s")
+        _require(
+            budget.batch_size == 1, f"{where}.batch_size", budget.batch_size, "1 (a sampling case times one volume)"
+        )
+        for i, seconds in enumerate(budget.measured_s):
+            _require(
+                0 < seconds <= budget.budget_s, f"{where}.measured_s[{i}]", seconds, "above 0 and within the budget"
+            )
+        _require(
+            budget.provenance != "measured" or bool(budget.measured_s),
+            f"{where}.measured_s",
+            budget.measured_s,
+            "the full samples a measured budget rests on",
+        )
 
 
 def _check_expectation(e: Expectation, ncu: dict[str, NcuBaseline]) -> None:
@@ -649,7 +692,25 @@ def _ratios(value: Any) -> dict[str, dict[str, dict[str, float]]]:
     return table
 
 
-_TOP = ("schema", "arch", "description", "tolerances", "expectations", "cases", "ratios", "ncu")
+_TOP = ("schema", "arch", "description", "tolerances", "expectations", "cases", "ratios", "ncu", "sampling")
+
+
+def _sampling(key: str, value: Any) -> SamplingBudget:
+    where = f"sampling[{key!r}]"
+    d = _object(value, where, _names(SamplingBudget), _required(SamplingBudget))
+    at = partial(_field, where)
+    budget = SamplingBudget(
+        preset=_text(d["preset"], at("preset")),
+        combo=_text(d["combo"], at("combo")),
+        batch_size=_integer(d["batch_size"], at("batch_size")),
+        budget_s=_number(d["budget_s"], at("budget_s")),
+        provenance=_provenance(d["provenance"], at("provenance")),
+        source=_text(d["source"], at("source")),
+        measured_s=_numbers(d.get("measured_s", []), at("measured_s")),
+    )
+    if budget.key != key:
+        raise _Invalid(f"{where} describing {budget.key}", f"name it {budget.key!r} or correct its fields")
+    return budget
 
 
 def _from_dict(data: dict[str, Any], schema: str) -> BaselineFile:
@@ -665,6 +726,7 @@ def _from_dict(data: dict[str, Any], schema: str) -> BaselineFile:
         cases={k: _case(k, v) for k, v in _mapping(d.get("cases", {}), "cases").items()},
         ratios=_ratios(d.get("ratios", {})),
         ncu={k: _ncu(k, v) for k, v in _mapping(d.get("ncu", {}), "ncu").items()},
+        sampling={k: _sampling(k, v) for k, v in _mapping(d.get("sampling", {}), "sampling").items()},
     )
 
 
@@ -686,6 +748,7 @@ def to_dict(baseline: BaselineFile) -> dict[str, Any]:
         "cases": cases,
         "ratios": baseline.ratios,
         "ncu": {key: asdict(entry) for key, entry in baseline.ncu.items()},
+        "sampling": {key: asdict(entry) for key, entry in baseline.sampling.items()},
     }
 
 

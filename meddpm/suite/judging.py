@@ -21,6 +21,7 @@ from meddpm.suite.baseline import (
     CaseBaseline,
     CaseKey,
     Expectation,
+    SamplingBudget,
     Tolerances,
     baseline_path,
     load_baseline,
@@ -134,21 +135,28 @@ class Judging:
         self.expectation_verdicts.append((arch, verdict, expectation.source))
         return verdict
 
-    def judge_sampling(self, case: PerfCase, budget_s: float | None, seconds: float | None = None) -> Verdict:
+    def sampling_budget(self, case: PerfCase) -> SamplingBudget | None:
+        """The stored full-sample budget of ``case``'s combo on its architecture, or None."""
+        stored = self.baselines.load(case.arch)
+        return stored.sampling_budget(case.preset, case.combo, case.batch_size) if stored else None
+
+    def judge_sampling(self, case: PerfCase, budget: SamplingBudget | None, seconds: float | None = None) -> Verdict:
         """A full sample's time against its budget, kept for the summary.
 
         With no budget the verdict is "no budget": not a failure, but listed beside the cases
         with no training baseline, so a runner that guards no sampling says so.
         """
         subject = f"{case.preset} sample {case.combo}/b{case.batch_size}"
-        if budget_s is None:
+        if budget is None:
             verdict = Verdict(subject, f"{subject} time (no budget)", "no budget", None, seconds, "s")
+            source = f"no sampling entry in {self.baselines.path(case.arch).name}"
         else:
             assert seconds is not None, "a budget needs the measured time"
-            outcome = "holds" if seconds <= budget_s else "violated"  # NaN is never within the budget
-            check = f"{subject} time <= {budget_s:g} s (budget)"
-            verdict = Verdict(subject, check, outcome, budget_s, seconds, "s")
-        self.expectation_verdicts.append((case.arch, verdict, "perf_tests/test_sampling.py SAMPLE_BUDGETS_S"))
+            outcome = "holds" if seconds <= budget.budget_s else "violated"  # NaN is never within the budget
+            check = f"{subject} time <= {budget.budget_s:g} s ({budget.provenance})"
+            verdict = Verdict(subject, check, outcome, budget.budget_s, seconds, "s")
+            source = budget.source
+        self.expectation_verdicts.append((case.arch, verdict, source))
         return verdict
 
     def judge_ddp(self, case: PerfCase, result: DdpResult) -> Verdict | None:

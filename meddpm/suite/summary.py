@@ -76,8 +76,8 @@ def not_guarded(results: dict[str, Any]) -> list[str]:
         if c["outcome"] == "no baseline"
     ]
     sampling = [
-        f"{e['arch']} {e['check'].removesuffix(' time (no budget)')}: no sampling budget (add one to "
-        "SAMPLE_BUDGETS_S in perf_tests/test_sampling.py)"
+        f"{e['arch']} {e['check'].removesuffix(' time (no budget)')}: no sampling budget (add one to the "
+        "baseline file's sampling, docs/baselines.md)"
         for e in results["expectations"]
         if e["outcome"] == "no budget"
     ]

@@ -84,7 +84,7 @@ class Verdict:
         if self.outcome == "no budget":
             return (
                 f"{self.subject}: no sampling budget, so nothing guards it; measure it on this GPU and add a budget "
-                "to SAMPLE_BUDGETS_S in perf_tests/test_sampling.py"
+                "to the baseline file's sampling (docs/baselines.md)"
             )
         if self.outcome == "cannot judge":
             return f"{self.subject}: cannot judge {self.metric}: measured {self.now}, not a finite number"
