@@ -191,7 +191,7 @@ class ProcessCampaign:
                 MEDIAN_PRECISION: str(s.median_precision),
                 ENERGY_ERROR: str(s.energy_error),
             }
-            proc = subprocess.run(cmd, cwd=source.root, env=env, capture_output=True, text=True, timeout=self.timeout_s)
+            proc = _run_to_the_end(cmd, source.root, env, self.timeout_s)
             if proc.returncode != 0 or not out.exists():
                 raise UserError(f"a measuring process of {source.label} failed: {_last_error(proc.stderr)}")
             document = json.loads(out.read_text())
@@ -202,6 +202,22 @@ class ProcessCampaign:
             # An installed copy of meddpm shadowed the checkout: the A/B would compare a tree with itself.
             raise UserError(f"the worker for {source.label} imported meddpm from {package}, not from {source.root}")
         return [result_from_dict(r) for r in document["results"]]
+
+
+def _run_to_the_end(cmd: list[str], cwd: Path, env: dict[str, str], timeout_s: float) -> subprocess.CompletedProcess:
+    """Run a worker to its end; one cut short (Ctrl-C, SIGTERM, the timeout) is killed and reaped before this returns.
+
+    ``subprocess.run`` waits only a quarter of a second for a child it killed on a KeyboardInterrupt,
+    so a worker still dying then outlived the run as a zombie holding its GPU context.
+    """
+    with subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout_s)
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
 
 
 def worker_module(root: Path) -> str:
