@@ -1,7 +1,7 @@
 """Nsight Compute counters of whole training iterations, and the paper's relative claims on them.
 
 Off by default: ``pytest perf_tests -m h100 --ncu``. Each combo is profiled once, in a
-subprocess under ncu (see ``meddpm.measure.ncu``); tables, the kernel-mix chart, the CSVs and
+subprocess under ncu (see ``meddpm.measure.profiling.ncu``); tables, the kernel-mix chart, the CSVs and
 the ncu reports go to ``<perf-results>/ncu/``. Without ncu on PATH, or with an ncu too new for
 the GPU, the cases skip with that reason.
 """
@@ -10,7 +10,7 @@ import math
 
 import pytest
 
-from meddpm.measure.ncu import NcuUnavailable
+from meddpm.measure.profiling.ncu import NcuUnavailable
 from meddpm.suite.cases import PerfCase, RatioCase
 from meddpm.suite.session import SuiteRun
 

@@ -23,7 +23,7 @@ from meddpm.suite.measuring import Measuring
 PACKAGE = Path(meddpm.__file__).resolve().parent
 SUITE_TESTS = PACKAGE.parent / "perf_tests" / "test_training.py"
 
-# Appended to the copy's meddpm/measure/campaign.py: the training steps still run, but each iteration of a
+# Appended to the copy's meddpm/measure/campaign/interleaved.py: the training steps still run, but each iteration of a
 # combo reads its time in {ms} (100 ms for any other), plus up to 0.2 % that differs between
 # processes (their PIDs), as real processes do.
 CLOCK = """
@@ -44,8 +44,8 @@ def git(repo: Path, *args: str) -> str:
 
 def set_clock(repo: Path, **ms: float) -> None:
     """Each iteration of the combos named reads the time given (the others 100 ms)."""
-    campaign = repo / "meddpm" / "measure" / "campaign.py"
-    original = (PACKAGE / "measure" / "campaign.py").read_text()
+    campaign = repo / "meddpm" / "measure" / "campaign" / "interleaved.py"
+    original = (PACKAGE / "measure" / "campaign" / "interleaved.py").read_text()
     campaign.write_text(original + CLOCK.format(ms=ms))
 
 
@@ -58,11 +58,11 @@ def repo(tmp_path: Path) -> Path:
     git(root, "init", "-q")
     git(root, "config", "user.email", "ab@test")
     git(root, "config", "user.name", "ab")
-    worker = (root / "meddpm" / "measure" / "worker.py").read_text()
-    (root / "meddpm" / "measure" / "worker.py").unlink()
+    worker = (root / "meddpm" / "measure" / "processes" / "worker.py").read_text()
+    (root / "meddpm" / "measure" / "processes" / "worker.py").unlink()
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "before process-level measuring")
-    (root / "meddpm" / "measure" / "worker.py").write_text(worker)
+    (root / "meddpm" / "measure" / "processes" / "worker.py").write_text(worker)
     set_clock(root)
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "reference: 100 ms")
@@ -178,11 +178,11 @@ def test_bench_kernel_mix_is_refused_with_processes_before_any_gpu_work():
 
 def test_a_revision_with_the_worker_at_its_old_place_is_measured_by_that_worker(repo):
     # Before meddpm/ was grouped into rooms the worker was meddpm/worker.py (python -m meddpm.worker).
-    from meddpm.measure.processes import worker_module
-    from meddpm.measure.revision import resolve_revision
+    from meddpm.measure.processes.campaign import worker_module
+    from meddpm.measure.processes.revision import resolve_revision
 
-    assert worker_module(repo) == "meddpm.measure.worker"
-    git(repo, "mv", "meddpm/measure/worker.py", "meddpm/worker.py")
+    assert worker_module(repo) == "meddpm.measure.processes.worker"
+    git(repo, "mv", "meddpm/measure/processes/worker.py", "meddpm/worker.py")
     git(repo, "commit", "-q", "-m", "the flat layout")
     assert worker_module(repo) == "meddpm.worker"
     assert resolve_revision("HEAD", repo) == git(repo, "rev-parse", "HEAD")
@@ -215,8 +215,8 @@ def time_synchronized(fn, device, during=None):
 
 
 def test_sigterm_during_a_bench_ab_leaves_no_worktree_folder_or_worker_behind(repo, tmp_path):
-    campaign = repo / "meddpm" / "measure" / "campaign.py"
-    campaign.write_text((PACKAGE / "measure" / "campaign.py").read_text() + PLANTED_STOP)
+    campaign = repo / "meddpm" / "measure" / "campaign" / "interleaved.py"
+    campaign.write_text((PACKAGE / "measure" / "campaign" / "interleaved.py").read_text() + PLANTED_STOP)
     planted, temp = tmp_path / "worker.pid", tmp_path / "temp"
     temp.mkdir()
     cmd = [sys.executable, "-m", "meddpm.bench.cli", "--combos=baseline", "--warmup=0", "--iters=2"]
@@ -258,7 +258,7 @@ def test_sigterm_during_a_bench_ab_leaves_no_worktree_folder_or_worker_behind(re
 
 
 def test_sigterm_is_an_interrupt_only_inside_the_block():
-    from meddpm.measure.processes import sigterm_as_interrupt
+    from meddpm.measure.processes.campaign import sigterm_as_interrupt
 
     def before(signum, frame):
         raise AssertionError("the handler from before the block ran inside it")

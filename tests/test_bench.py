@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from meddpm import COMBOS, ModelConfig, TrainStep, UserError
-from meddpm.measure.campaign import CPU_DEFAULT_COMBOS, Campaign, CampaignSettings
-from meddpm.measure.host_memory import host_memory_needed
+from meddpm.measure.campaign.interleaved import CPU_DEFAULT_COMBOS, Campaign, CampaignSettings
+from meddpm.measure.machine.host_memory import host_memory_needed
 from meddpm.suite.options import CPU_DEFAULT_COMBOS as SUITE_CPU_DEFAULT_COMBOS
 
 
@@ -71,7 +71,9 @@ def test_fixed_rounds_run_to_the_end_and_never_claim_convergence(micro):
 def scripted_rounds(monkeypatch, times_ms: dict[str, list[float]]) -> None:
     """Each combo's rounds take the given times, in turn (the step itself does not run)."""
     feed = {name: iter(times) for name, times in times_ms.items()}
-    monkeypatch.setattr("meddpm.measure.campaign.time_synchronized", lambda step, *_, **__: next(feed[step.combo.name]))
+    monkeypatch.setattr(
+        "meddpm.measure.campaign.interleaved.time_synchronized", lambda step, *_, **__: next(feed[step.combo.name])
+    )
 
 
 def test_a_combo_leaves_the_rotation_once_its_median_is_precise(micro, monkeypatch):
@@ -113,7 +115,7 @@ def test_cpu_out_of_memory_is_a_user_error(micro, monkeypatch):
             "you tried to allocate 21474836480 bytes. Error code 12 (Cannot allocate memory)"
         )
 
-    monkeypatch.setattr("meddpm.measure.campaign.time_once", out_of_memory)
+    monkeypatch.setattr("meddpm.measure.campaign.interleaved.time_once", out_of_memory)
     campaign = Campaign(micro, [COMBOS["baseline"]], torch.device("cpu"), settings=CampaignSettings(warmup=1))
     message = "out of CPU (RAM) memory in combo 'baseline' on preset 'micro' at batch size 1; try a smaller"
     with pytest.raises(UserError, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -125,7 +127,7 @@ def test_other_runtime_errors_are_not_taken_for_out_of_memory(micro, monkeypatch
     def broken(*_):
         raise RuntimeError("a bug, not memory")
 
-    monkeypatch.setattr("meddpm.measure.campaign.time_once", broken)
+    monkeypatch.setattr("meddpm.measure.campaign.interleaved.time_once", broken)
     campaign = Campaign(micro, [COMBOS["baseline"]], torch.device("cpu"), settings=CampaignSettings(warmup=1))
     with pytest.raises(RuntimeError, match="a bug, not memory"):
         campaign.run()

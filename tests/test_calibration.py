@@ -1,12 +1,21 @@
-"""The drift experiment's reference kernels: timing arithmetic and no leaked global flags."""
+"""The drift experiment's reference kernels: timing arithmetic and no leaked global flags.
 
+The kernels live beside the experiment that uses them (docs/measurements/2026-11-23-calibration/), not in the
+package: nothing else measures with them.
+"""
+
+import importlib.util
 import math
+from pathlib import Path
 
 import pytest
 import torch
 
-from meddpm.measure import calibration
-from meddpm.measure.calibration import calibrate, machine_factor
+_MODULE = Path(__file__).resolve().parent.parent / "docs" / "measurements" / "2026-11-23-calibration" / "calibration.py"
+_SPEC = importlib.util.spec_from_file_location("calibration", _MODULE)
+calibration = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(calibration)
+calibrate, machine_factor = calibration.calibrate, calibration.machine_factor
 
 
 def test_calibrate_times_each_kernel_and_restores_the_global_flags(monkeypatch):

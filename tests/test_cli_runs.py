@@ -11,8 +11,8 @@ import torch
 
 from meddpm.bench.cli import main
 from meddpm.errors import UserError
-from meddpm.measure.campaign import CPU_DEFAULT_COMBOS, CampaignSettings, ComboResult, Progress
-from meddpm.measure.processes import ProcessCampaign
+from meddpm.measure.campaign.interleaved import CPU_DEFAULT_COMBOS, CampaignSettings, ComboResult, Progress
+from meddpm.measure.processes.campaign import ProcessCampaign
 from meddpm.report.tables import ddp_table
 from meddpm.run.combos import COMBOS, get_combo
 from meddpm.run.distributed import DdpResult
@@ -286,7 +286,7 @@ def test_out_of_cpu_memory_while_measuring_is_one_line(tmp_path, capsys, monkeyp
     def out_of_memory(*_):
         raise RuntimeError("DefaultCPUAllocator: not enough memory: you tried to allocate 21474836480 bytes.")
 
-    monkeypatch.setattr("meddpm.measure.campaign.TrainStep", out_of_memory)
+    monkeypatch.setattr("meddpm.measure.campaign.interleaved.TrainStep", out_of_memory)
     monkeypatch.setattr("meddpm.bench.cli._available_memory", lambda: None, raising=False)
     assert main(["--device", "cpu", "--json", str(tmp_path / "r.json")]) == 2
     err = capsys.readouterr().err.strip().splitlines()  # the start lines, then the error alone

@@ -8,15 +8,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from meddpm.measure.compare import (
+from meddpm.judge.verdict import judge_processes
+from meddpm.measure.processes.campaign import Source, alternating
+from meddpm.measure.statistics.compare import (
     THRESHOLD_FLOOR,
     between_process_spread,
     compare_processes,
     noise_threshold,
     pooled_spread,
 )
-from meddpm.measure.processes import Source, alternating
-from meddpm.suite.verdict import judge_processes
 
 
 def draws(rng: np.random.Generator, median: float, spread: float, n: int) -> list[float]:
@@ -93,9 +93,9 @@ def test_sources_alternate_abba():
 def test_energy_blocks_run_in_the_first_process_only_never_in_an_ab_run_nor_when_off(
     monkeypatch, tmp_path, sources, energy, expected
 ):
-    from meddpm.measure import processes
-    from meddpm.measure.campaign import CampaignSettings
-    from meddpm.measure.processes import ENERGY_BLOCKS, ENERGY_ERROR, WORKER_SCHEMA, ProcessCampaign
+    from meddpm.measure.campaign.interleaved import CampaignSettings
+    from meddpm.measure.processes import campaign as processes
+    from meddpm.measure.processes.campaign import ENERGY_BLOCKS, ENERGY_ERROR, WORKER_SCHEMA, ProcessCampaign
     from meddpm.model.config import ModelConfig
 
     switches = []

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from meddpm import ModelConfig, UserError, build_model
-from meddpm.measure.flops import forward_flops, train_step_flops
+from meddpm.measure.campaign.flops import forward_flops, train_step_flops
 
 
 def expected_parameters(cfg: ModelConfig) -> int:

@@ -16,8 +16,9 @@ import pytest
 import torch
 
 from meddpm import COMBOS, UserError
-from meddpm.measure.campaign import Campaign, CampaignSettings, ComboResult
-from meddpm.measure.energy import (
+from meddpm.measure.campaign.interleaved import Campaign, CampaignSettings, ComboResult
+from meddpm.measure.energy.block import Probe, probe_combo, run_block
+from meddpm.measure.energy.counter import (
     BlockEnergy,
     EnergyEstimate,
     Reading,
@@ -29,12 +30,11 @@ from meddpm.measure.energy import (
     update_period_s,
     update_times,
 )
-from meddpm.measure.energy_block import Probe, probe_combo, run_block
-from meddpm.measure.heat_soak import SoakPlan
-from meddpm.measure.nvml import GpuState
-from meddpm.measure.power_sampler import PowerSampler, poll_period
-from meddpm.measure.processes import _merged, result_from_dict
-from meddpm.measure.sample_energy import _lead, sample_with_energy
+from meddpm.measure.energy.heat_soak import SoakPlan
+from meddpm.measure.energy.power_sampler import PowerSampler, poll_period
+from meddpm.measure.energy.sample import _lead, sample_with_energy
+from meddpm.measure.machine.nvml import GpuState
+from meddpm.measure.processes.campaign import _merged, result_from_dict
 from meddpm.report.power_plot import power_chart
 
 PERIOD_S = 0.1
@@ -271,11 +271,11 @@ def test_a_probe_times_the_combo_back_to_back_and_reads_its_power():
 
 
 def test_the_energy_blocks_take_their_turns_from_the_highest_probed_power_down(micro, monkeypatch):
-    monkeypatch.setattr("meddpm.measure.campaign.open_gpu", lambda device: (WallCard(), ""))
-    monkeypatch.setattr("meddpm.measure.campaign.poll_period", lambda read: PERIOD_S)
+    monkeypatch.setattr("meddpm.measure.campaign.interleaved.open_gpu", lambda device: (WallCard(), ""))
+    monkeypatch.setattr("meddpm.measure.campaign.interleaved.poll_period", lambda read: PERIOD_S)
     powers = {"baseline": 600.0, "opt2": 400.0, "opt1": 500.0}
     probes = iter(powers.values())  # in the campaign's order of combos
-    monkeypatch.setattr("meddpm.measure.campaign.probe_combo", lambda *a, **k: Probe(0.0123, next(probes)))
+    monkeypatch.setattr("meddpm.measure.campaign.interleaved.probe_combo", lambda *a, **k: Probe(0.0123, next(probes)))
     order, planned_s = [], []
 
     def block(step, device, sampler, period_s, iteration_s, *rest):
@@ -283,7 +283,7 @@ def test_the_energy_blocks_take_their_turns_from_the_highest_probed_power_down(m
         planned_s.append(iteration_s)
         return measure(FakeCard(Clock(), watts=500.0), iteration_s)
 
-    monkeypatch.setattr("meddpm.measure.campaign.measure_soaked_block", block)
+    monkeypatch.setattr("meddpm.measure.campaign.interleaved.measure_soaked_block", block)
     settings = CampaignSettings(warmup=0, min_rounds=1, max_rounds=1)
     campaign = Campaign(micro, [COMBOS[c] for c in powers], CPU, settings=settings)
     lines = []
@@ -365,7 +365,7 @@ class WallCard:
 def test_a_campaign_measures_energy_in_one_block_per_combo_after_its_rounds(micro, monkeypatch):
     # The whole path on the CPU: counter period, plan, block with the sampler thread, figures. The
     # assertions hold whatever the machine's speed: the bound covers the sampler's gaps.
-    monkeypatch.setattr("meddpm.measure.campaign.open_gpu", lambda device: (WallCard(), ""))
+    monkeypatch.setattr("meddpm.measure.campaign.interleaved.open_gpu", lambda device: (WallCard(), ""))
     soak = SoakPlan(window_s=0.2, max_s=5.0)
     settings = CampaignSettings(
         warmup=1, min_rounds=2, max_rounds=2, energy_error=0.25, energy_windows=2, energy_soak=soak
@@ -385,8 +385,8 @@ def test_a_campaign_measures_energy_in_one_block_per_combo_after_its_rounds(micr
 def test_a_campaign_without_a_moving_counter_says_so(micro, monkeypatch):
     card = WallCard()
     card.energy_mj = lambda: None  # NVML says the counter is not supported
-    monkeypatch.setattr("meddpm.measure.campaign.open_gpu", lambda device: (card, ""))
-    monkeypatch.setattr("meddpm.measure.campaign.poll_period", lambda read: None)
+    monkeypatch.setattr("meddpm.measure.campaign.interleaved.open_gpu", lambda device: (card, ""))
+    monkeypatch.setattr("meddpm.measure.campaign.interleaved.poll_period", lambda read: None)
     settings = CampaignSettings(warmup=1, min_rounds=2, max_rounds=2)
     result = Campaign(micro, [COMBOS["baseline"]], CPU, settings=settings).run()["baseline"]
     assert result.energy is None and "unsupported on this GPU or did not advance" in result.energy_note
@@ -411,7 +411,7 @@ def test_an_edge_with_no_update_after_it_takes_the_largest_step_seen():
 
 
 def test_a_full_sample_is_measured_in_a_window_with_its_energy(micro, monkeypatch):
-    monkeypatch.setattr("meddpm.measure.sample_energy.open_gpu", lambda device: (WallCard(), ""))
+    monkeypatch.setattr("meddpm.measure.energy.sample.open_gpu", lambda device: (WallCard(), ""))
     config = micro.replace(timesteps=6)
     result, block = sample_with_energy(config, COMBOS["baseline"], CPU, warmup_steps=2, error_target=0.5)
     assert result.steps == 6 and result.seconds > 0 and block.iterations >= 1

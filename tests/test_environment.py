@@ -2,7 +2,7 @@
 
 import torch
 
-from meddpm.measure.environment import environment, git_branch
+from meddpm.measure.machine.environment import environment, git_branch
 
 
 def test_a_result_names_its_branch_and_host(monkeypatch):

@@ -7,9 +7,9 @@ import math
 import pytest
 import torch
 
-from meddpm.measure.energy import BlockPlan
-from meddpm.measure.energy_block import run_soaked_block
-from meddpm.measure.heat_soak import SoakPlan, settled, window_means
+from meddpm.measure.energy.block import run_soaked_block
+from meddpm.measure.energy.counter import BlockPlan
+from meddpm.measure.energy.heat_soak import SoakPlan, settled, window_means
 
 CPU = torch.device("cpu")
 # Leads of 0.1 s, windows of 1 s at 50 ms an iteration, three windows kept.

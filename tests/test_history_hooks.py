@@ -14,7 +14,7 @@ from meddpm.errors import UserError
 from meddpm.history.append import append_results
 from meddpm.history.simulation import results_document
 from meddpm.history.store import HistoryStore
-from meddpm.measure.campaign import ComboResult
+from meddpm.measure.campaign.interleaved import ComboResult
 from meddpm.suite.records import append_history
 
 SUITE_TESTS = Path(__file__).resolve().parent.parent / "perf_tests" / "test_training.py"
@@ -24,7 +24,7 @@ FAST = [
 ]
 # The suite's training steps run for real, but its clock reads 100 ms (tests/test_suite_plugin.py does the same).
 FAKE_CLOCK = """
-import meddpm.measure.campaign
+import meddpm.measure.campaign.interleaved
 
 pytest_plugins = ["meddpm.suite.plugin"]
 
@@ -36,7 +36,7 @@ def _clock(fn, device, during=None):
     return 100.0
 
 
-meddpm.measure.campaign.time_synchronized = _clock
+meddpm.measure.campaign.interleaved.time_synchronized = _clock
 """
 
 

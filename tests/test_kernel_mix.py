@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from meddpm.measure.kernel_mix import categorize, category_shares
+from meddpm.measure.profiling.kernel_mix import categorize, category_shares
 
 
 @pytest.mark.parametrize(

@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from meddpm.atomic import write_json_atomic
-from meddpm.measure.environment import git_commit
-from meddpm.measure.nvml import Gpu, decode_clock_event_reasons, open_gpu
-from meddpm.measure.stats import Stats, median_rel_se
-from meddpm.measure.timing import time_synchronized
+from meddpm.measure.machine.environment import git_commit
+from meddpm.measure.machine.nvml import Gpu, decode_clock_event_reasons, open_gpu
+from meddpm.measure.machine.timing import time_synchronized
+from meddpm.measure.statistics.descriptive import Stats, median_rel_se
 
 
 def test_stats_of_samples():

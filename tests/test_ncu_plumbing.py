@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from meddpm.errors import UserError
-from meddpm.measure.ncu import (
+from meddpm.measure.profiling.ncu import (
     NcuProfile,
     NcuSettings,
     NcuUnavailable,
@@ -30,7 +30,7 @@ from meddpm.measure.ncu import (
     profile_combo,
     unsupported_reason,
 )
-from meddpm.measure.ncu_metrics import GROUPS, METRICS, family_of, ncu_names, select
+from meddpm.measure.profiling.ncu_metrics import GROUPS, METRICS, family_of, ncu_names, select
 from meddpm.report.plots import kernel_mix_chart
 from meddpm.report.tables import kernel_mix_table, ncu_table
 
@@ -196,11 +196,11 @@ def test_a_compiled_combo_is_compiled_before_ncu_runs(fake_ncu, tmp_path, monkey
             return subprocess.CompletedProcess(cmd, 0)
         return real_run(cmd, *args, **kwargs)
 
-    monkeypatch.setattr("meddpm.measure.ncu.subprocess.run", run)
+    monkeypatch.setattr("meddpm.measure.profiling.ncu.subprocess.run", run)
     profile = profile_combo("tiny", "fast", family="hopper", out_dir=tmp_path, settings=NcuSettings(groups=GROUPS))
     assert list(profile.wall_s) == ["compile", "range", "kernels"]
     profiling = [cmd for cmd in commands if "--version" not in cmd and "--list-chips" not in cmd]
-    assert profiling[0][:3] == [sys.executable, "-m", "meddpm.measure.profiled_step"]
+    assert profiling[0][:3] == [sys.executable, "-m", "meddpm.measure.profiling.profiled_step"]
     assert "--combo=fast" in profiling[0] and profiling[1][0] == fake_ncu
 
 
@@ -237,7 +237,7 @@ def test_tables_and_the_kernel_mix_chart(kernels, tmp_path):
 
 
 def test_a_session_saves_ncu_totals_and_writes_tables_and_chart(kernels, tmp_path, suite_options):
-    from meddpm.suite.baseline import load_baseline
+    from meddpm.judge.baseline import load_baseline
     from meddpm.suite.session import SuiteRun
 
     options = suite_options(save_baseline=True, arch="h100", ncu=NcuSettings())

@@ -3,7 +3,7 @@
 import pytest
 
 from meddpm.errors import UserError
-from meddpm.suite.arch import KNOWN_ARCHS, PEAKS, arch_from_gpu, validate_arch
+from meddpm.judge.arch import KNOWN_ARCHS, PEAKS, arch_from_gpu, validate_arch
 
 
 @pytest.mark.parametrize(

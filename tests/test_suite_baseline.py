@@ -11,9 +11,7 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
-from meddpm.measure.campaign import ComboResult
-from meddpm.measure.energy import BlockEnergy, EnergyEstimate, WindowEnergy
-from meddpm.suite.baseline import (
+from meddpm.judge.baseline import (
     SCHEMA,
     BaselineError,
     BaselineFile,
@@ -26,9 +24,11 @@ from meddpm.suite.baseline import (
     save_baseline,
     update_baseline,
 )
+from meddpm.judge.verdict import judge_figures
+from meddpm.measure.campaign.interleaved import ComboResult
+from meddpm.measure.energy.counter import BlockEnergy, EnergyEstimate, WindowEnergy
 from meddpm.suite.cases import CaseRecord, PerfCase
 from meddpm.suite.session import SuiteRun
-from meddpm.suite.verdict import judge_figures
 
 REPO_BASELINES = Path(__file__).resolve().parent.parent / "baselines"
 

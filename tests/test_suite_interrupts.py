@@ -17,7 +17,7 @@ FAST = [
 CLOCK_WITH_CTRL_C = """
 import itertools
 
-import meddpm.measure.campaign
+import meddpm.measure.campaign.interleaved
 
 pytest_plugins = ["meddpm.suite.plugin"]
 _calls = itertools.count()
@@ -30,7 +30,7 @@ def _clock(fn, device, during=None):
     return 100.0
 
 
-meddpm.measure.campaign.time_synchronized = _clock
+meddpm.measure.campaign.interleaved.time_synchronized = _clock
 """
 
 # Ctrl-C while pytest-benchmark times the first case, after the campaign measured it and before any verdict.
@@ -49,8 +49,8 @@ meddpm.suite.measuring.Measuring.time_with_benchmark = _interrupted
 
 # Ctrl-C while the second of the three measuring processes runs; the first reports 100 ms a round.
 CTRL_C_IN_SECOND_PROCESS = """
-import meddpm.measure.processes
-from meddpm.measure.campaign import ComboResult
+import meddpm.measure.processes.campaign
+from meddpm.measure.campaign.interleaved import ComboResult
 from meddpm.run.combos import get_combo
 
 pytest_plugins = ["meddpm.suite.plugin"]
@@ -71,7 +71,7 @@ def _run_worker(self, source, energy):
     ]
 
 
-meddpm.measure.processes.ProcessCampaign._run_worker = _run_worker
+meddpm.measure.processes.campaign.ProcessCampaign._run_worker = _run_worker
 """
 
 

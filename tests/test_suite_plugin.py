@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from meddpm.suite.baseline import BaselineFile, CaseBaseline, save_baseline
+from meddpm.judge.baseline import BaselineFile, CaseBaseline, save_baseline
 
 SUITE_TESTS = Path(__file__).resolve().parent.parent / "perf_tests" / "test_training.py"
 FAST = [
@@ -35,7 +35,7 @@ def run(suite: pytest.Pytester, *args: str) -> pytest.RunResult:
 FAKE_CLOCK = """
 import itertools
 
-import meddpm.measure.campaign
+import meddpm.measure.campaign.interleaved
 
 pytest_plugins = ["meddpm.suite.plugin"]
 _jitter = itertools.cycle([-0.2, 0.0, 0.1, -0.1, 0.2])
@@ -48,7 +48,7 @@ def _clock(fn, device, during=None):
     return {ms} + next(_jitter)
 
 
-meddpm.measure.campaign.time_synchronized = _clock
+meddpm.measure.campaign.interleaved.time_synchronized = _clock
 """
 
 

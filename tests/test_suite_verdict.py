@@ -5,9 +5,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from meddpm.measure.energy import EnergyEstimate
-from meddpm.suite.baseline import CaseBaseline, Expectation, Tolerances
-from meddpm.suite.verdict import (
+from meddpm.judge.baseline import CaseBaseline, Expectation, Tolerances
+from meddpm.judge.verdict import (
     judge_ceiling,
     judge_energy,
     judge_expectation,
@@ -15,6 +14,7 @@ from meddpm.suite.verdict import (
     judge_samples,
     min_p_value,
 )
+from meddpm.measure.energy.counter import EnergyEstimate
 
 TOL = Tolerances()  # 5 % time, 2 % memory, 10 % energy, alpha 0.01
 rng = np.random.default_rng(0)

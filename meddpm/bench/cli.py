@@ -23,7 +23,7 @@ from meddpm.errors import UserError, drop_stdout, run_command
 from meddpm.history.append import append_results, history_target
 from meddpm.history.store import DEFAULT_DB as HISTORY_DB
 from meddpm.history.store import ENV_VAR as HISTORY_ENV_VAR
-from meddpm.measure.campaign import (
+from meddpm.measure.campaign.interleaved import (
     CPU_DEFAULT_COMBOS,
     GPU_MAX_ROUNDS,
     GPU_MEDIAN_PRECISION,
@@ -31,12 +31,12 @@ from meddpm.measure.campaign import (
     CampaignSettings,
     ComboResult,
 )
-from meddpm.measure.campaign import Progress as CampaignProgress
-from meddpm.measure.environment import environment
-from meddpm.measure.host_memory import host_memory_needed
-from meddpm.measure.kernel_mix import category_shares, profile_kernels
-from meddpm.measure.processes import AB_PROCESSES, ProcessCampaign
-from meddpm.measure.sample_energy import sample_with_energy
+from meddpm.measure.campaign.interleaved import Progress as CampaignProgress
+from meddpm.measure.energy.sample import sample_with_energy
+from meddpm.measure.machine.environment import environment
+from meddpm.measure.machine.host_memory import host_memory_needed
+from meddpm.measure.processes.campaign import AB_PROCESSES, ProcessCampaign
+from meddpm.measure.profiling.kernel_mix import category_shares, profile_kernels
 from meddpm.model.config import PRESETS, ModelConfig
 from meddpm.report.power_plot import power_chart
 from meddpm.report.tables import ddp_table, energy_table, format_table, kernel_mix_table, results_table

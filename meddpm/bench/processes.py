@@ -22,13 +22,13 @@ import pandas as pd
 import torch
 
 from meddpm.errors import UserError
-from meddpm.measure.campaign import CampaignSettings, Progress
-from meddpm.measure.compare import between_process_spread
-from meddpm.measure.processes import AB_PROCESSES, ProcessCampaign, Source
-from meddpm.measure.revision import checkout_root, resolve_revision, sources
+from meddpm.judge.baseline import Tolerances
+from meddpm.judge.verdict import Verdict, judge_ab
+from meddpm.measure.campaign.interleaved import CampaignSettings, Progress
+from meddpm.measure.processes.campaign import AB_PROCESSES, ProcessCampaign, Source
+from meddpm.measure.processes.revision import checkout_root, resolve_revision, sources
+from meddpm.measure.statistics.compare import between_process_spread
 from meddpm.model.config import ModelConfig
-from meddpm.suite.baseline import Tolerances
-from meddpm.suite.verdict import Verdict, judge_ab
 
 
 @dataclass(frozen=True)

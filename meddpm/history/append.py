@@ -18,8 +18,8 @@ import torch
 
 from meddpm.history.documents import run_from_document
 from meddpm.history.store import HistoryStore, resolve_target
-from meddpm.measure.environment import git_output
-from meddpm.measure.nvml import open_gpu
+from meddpm.measure.machine.environment import git_output
+from meddpm.measure.machine.nvml import open_gpu
 
 
 def history_target(given: str | None, default: str | None = None) -> str | None:

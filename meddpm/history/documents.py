@@ -18,7 +18,7 @@ from typing import Any
 
 from meddpm.errors import UserError
 from meddpm.history.models import CaseResult, Run
-from meddpm.suite.arch import arch_from_gpu
+from meddpm.judge.arch import arch_from_gpu
 
 SUITE_SCHEMA = "meddpm-perf-results/1"
 BENCH_SCHEMAS = ("meddpm-bench/1", "meddpm-bench/2")

@@ -1,6 +1,7 @@
-"""Measuring: timing with CUDA events, derived statistics, NVML energy and model FLOPs; the
-in-process training campaign (:mod:`~meddpm.measure.campaign`), the worker process of
-process-level and A/B runs (:mod:`~meddpm.measure.worker`) and numerical parity
-(:mod:`~meddpm.measure.parity`). It may import :mod:`meddpm.run`, :mod:`meddpm.model`,
-:mod:`meddpm.data` and the plumbing; never the suite, the bench, the reports or the history.
+"""Measuring, by job: the interleaved campaign (:mod:`~meddpm.measure.campaign`), statistics
+(:mod:`~meddpm.measure.statistics`), energy (:mod:`~meddpm.measure.energy`), the machine's clocks and
+facts (:mod:`~meddpm.measure.machine`), profiling (:mod:`~meddpm.measure.profiling`) and measuring in
+worker processes and against revisions (:mod:`~meddpm.measure.processes`). It may import
+:mod:`meddpm.run`, :mod:`meddpm.model`, :mod:`meddpm.data` and the plumbing; never the verdicts, the
+suite, the bench, the reports or the history.
 """

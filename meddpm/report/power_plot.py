@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from meddpm.measure.campaign import ComboResult
+from meddpm.measure.campaign.interleaved import ComboResult
 
 if TYPE_CHECKING:
     import matplotlib.axes

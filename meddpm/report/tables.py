@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from meddpm.measure.campaign import ComboResult
+from meddpm.measure.campaign.interleaved import ComboResult
 from meddpm.run.distributed import DdpResult, scaling_efficiency
 
 GIB = 2**30

@@ -43,8 +43,8 @@ from torch.nn.parallel import DistributedDataParallel
 
 from meddpm.data.phantom import phantom_batch
 from meddpm.errors import UserError
-from meddpm.measure.nvml import open_gpu
-from meddpm.measure.timing import synchronize, time_synchronized
+from meddpm.measure.machine.nvml import open_gpu
+from meddpm.measure.machine.timing import synchronize, time_synchronized
 from meddpm.model.config import ModelConfig
 from meddpm.run.combos import Combo, get_combo
 from meddpm.run.train import TrainStep

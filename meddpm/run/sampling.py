@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from meddpm.data.phantom import phantom_batch
-from meddpm.measure.timing import time_once
+from meddpm.measure.machine.timing import time_once
 from meddpm.model.config import ModelConfig
 from meddpm.model.diffusion import GaussianDiffusion, build_model
 from meddpm.run.combos import Combo

@@ -12,12 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from meddpm.measure.campaign import ComboResult
-from meddpm.measure.compare import between_process_spread
-from meddpm.suite.arch import KNOWN_ARCHS, PEAKS
-from meddpm.suite.baseline import CaseKey
+from meddpm.judge.arch import KNOWN_ARCHS, PEAKS
+from meddpm.judge.baseline import CaseKey
+from meddpm.judge.verdict import Verdict
+from meddpm.measure.campaign.interleaved import ComboResult
+from meddpm.measure.statistics.compare import between_process_spread
 from meddpm.suite.options import SuiteOptions
-from meddpm.suite.verdict import Verdict
 
 CPU = "cpu"
 

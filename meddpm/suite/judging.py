@@ -1,7 +1,7 @@
 """How a session judges what it measured: against the stored baselines, or against a revision.
 
 :class:`StoredBaselines` reads each architecture's baseline file once; :class:`Judging` applies
-the rules of :mod:`meddpm.suite.verdict` to a case's record (time, memory and energy against its
+the rules of :mod:`meddpm.judge.verdict` to a case's record (time, memory and energy against its
 stored case, or the working tree against ``--compare-to``'s revision), to DDP results, and to the
 stored expectations of ratios, scaling and ncu counters, and keeps the expectation verdicts for the
 summary. It may import :mod:`meddpm.suite.cases`, the baseline files, the verdict rules and the
@@ -12,11 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from meddpm.measure.campaign import Campaign
-from meddpm.measure.ncu_metrics import METRICS
-from meddpm.measure.processes import ProcessCampaign
-from meddpm.run.distributed import DdpResult
-from meddpm.suite.baseline import (
+from meddpm.judge.baseline import (
     BaselineFile,
     CaseBaseline,
     CaseKey,
@@ -26,8 +22,12 @@ from meddpm.suite.baseline import (
     baseline_path,
     load_baseline,
 )
+from meddpm.judge.verdict import Verdict, judge_ab, judge_case, judge_expectation, judge_figures, judge_samples
+from meddpm.measure.campaign.interleaved import Campaign
+from meddpm.measure.processes.campaign import ProcessCampaign
+from meddpm.measure.profiling.ncu_metrics import METRICS
+from meddpm.run.distributed import DdpResult
 from meddpm.suite.cases import CaseRecord, PerfCase, RatioCase
-from meddpm.suite.verdict import Verdict, judge_ab, judge_case, judge_expectation, judge_figures, judge_samples
 
 
 class StoredBaselines:

@@ -17,12 +17,12 @@ import pytest
 import torch
 
 from meddpm.errors import UserError
-from meddpm.measure.campaign import Campaign, CampaignSettings, ComboResult, Progress
-from meddpm.measure.ncu import NcuProfile, NcuSettings, profile_combo
-from meddpm.measure.ncu_metrics import family_of
-from meddpm.measure.processes import ProcessCampaign
-from meddpm.measure.revision import checkout_root, package_root, revision, working_tree
-from meddpm.measure.timing import synchronize
+from meddpm.measure.campaign.interleaved import Campaign, CampaignSettings, ComboResult, Progress
+from meddpm.measure.machine.timing import synchronize
+from meddpm.measure.processes.campaign import ProcessCampaign
+from meddpm.measure.processes.revision import checkout_root, package_root, revision, working_tree
+from meddpm.measure.profiling.ncu import NcuProfile, NcuSettings, profile_combo
+from meddpm.measure.profiling.ncu_metrics import family_of
 from meddpm.model.config import ModelConfig
 from meddpm.run.combos import get_combo
 from meddpm.run.distributed import DdpResult

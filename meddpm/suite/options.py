@@ -12,13 +12,18 @@ from meddpm.atomic import run_stamp, write_target
 from meddpm.errors import UserError
 from meddpm.history.append import history_target
 from meddpm.history.store import ENV_VAR as HISTORY_ENV_VAR
-from meddpm.measure.campaign import CPU_DEFAULT_COMBOS, GPU_MAX_ROUNDS, GPU_MEDIAN_PRECISION, CampaignSettings
-from meddpm.measure.ncu import CLOCK_CONTROLS, NcuSettings
-from meddpm.measure.ncu_metrics import DEFAULT_GROUPS, GROUPS
-from meddpm.measure.processes import AB_PROCESSES
+from meddpm.judge.arch import validate_arch
+from meddpm.measure.campaign.interleaved import (
+    CPU_DEFAULT_COMBOS,
+    GPU_MAX_ROUNDS,
+    GPU_MEDIAN_PRECISION,
+    CampaignSettings,
+)
+from meddpm.measure.processes.campaign import AB_PROCESSES
+from meddpm.measure.profiling.ncu import CLOCK_CONTROLS, NcuSettings
+from meddpm.measure.profiling.ncu_metrics import DEFAULT_GROUPS, GROUPS
 from meddpm.model.config import ModelConfig
 from meddpm.run.combos import COMBOS, get_combo
-from meddpm.suite.arch import validate_arch
 
 
 @dataclass(frozen=True)

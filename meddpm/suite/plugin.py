@@ -17,9 +17,9 @@ import pytest
 import torch
 
 from meddpm.errors import UserError, first_line
-from meddpm.measure.revision import checkout_root, resolve_revision
+from meddpm.judge.arch import KNOWN_ARCHS, detect_arch
+from meddpm.measure.processes.revision import checkout_root, resolve_revision
 from meddpm.report.tables import ddp_table
-from meddpm.suite.arch import KNOWN_ARCHS, detect_arch
 from meddpm.suite.cases import CPU, PerfCase, RatioCase
 from meddpm.suite.options import add_options, parse_options
 from meddpm.suite.records import append_history, ncu_tables

@@ -22,8 +22,9 @@ import torch
 from meddpm.atomic import write_json_atomic, write_text_atomic
 from meddpm.errors import UserError
 from meddpm.history.append import append_results
-from meddpm.measure.environment import environment
-from meddpm.measure.ncu import NcuProfile
+from meddpm.judge.verdict import Verdict
+from meddpm.measure.machine.environment import environment
+from meddpm.measure.profiling.ncu import NcuProfile
 from meddpm.report.plots import kernel_mix_chart
 from meddpm.report.power_plot import power_chart
 from meddpm.report.tables import kernel_mix_table, ncu_table
@@ -31,7 +32,6 @@ from meddpm.suite.cases import CPU
 from meddpm.suite.measuring import Measuring, device_for
 from meddpm.suite.options import SuiteOptions
 from meddpm.suite.summary import markdown_summary
-from meddpm.suite.verdict import Verdict
 
 RESULTS_SCHEMA = "meddpm-perf-results/1"
 

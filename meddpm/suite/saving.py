@@ -16,13 +16,13 @@ from typing import Any
 
 import torch
 
-from meddpm.measure.compare import between_process_spread
-from meddpm.measure.energy import ENERGY_METHOD
-from meddpm.measure.environment import environment
-from meddpm.measure.ncu import NcuProfile
-from meddpm.measure.stats import Stats
+from meddpm.judge.baseline import BaselineFile, CaseBaseline, NcuBaseline, Noise, update_baseline
+from meddpm.measure.energy.counter import ENERGY_METHOD
+from meddpm.measure.machine.environment import environment
+from meddpm.measure.profiling.ncu import NcuProfile
+from meddpm.measure.statistics.compare import between_process_spread
+from meddpm.measure.statistics.descriptive import Stats
 from meddpm.run.distributed import DdpResult
-from meddpm.suite.baseline import BaselineFile, CaseBaseline, NcuBaseline, Noise, update_baseline
 from meddpm.suite.cases import CPU, CaseRecord
 from meddpm.suite.judging import StoredBaselines
 from meddpm.suite.measuring import Measuring, device_for

@@ -15,17 +15,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from meddpm.measure.campaign import Campaign, ComboResult
-from meddpm.measure.ncu import NcuProfile
+from meddpm.judge.baseline import CaseBaseline, Expectation, SamplingBudget
+from meddpm.judge.verdict import Verdict
+from meddpm.measure.campaign.interleaved import Campaign, ComboResult
+from meddpm.measure.profiling.ncu import NcuProfile
 from meddpm.run.distributed import DdpResult
-from meddpm.suite.baseline import CaseBaseline, Expectation, SamplingBudget
 from meddpm.suite.cases import CaseRecord, PerfCase, Plan, RatioCase
 from meddpm.suite.judging import Judging, StoredBaselines
 from meddpm.suite.measuring import Measuring, device_for
 from meddpm.suite.options import SuiteOptions
 from meddpm.suite.records import write_results
 from meddpm.suite.saving import save
-from meddpm.suite.verdict import Verdict
 
 
 class SuiteRun:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from meddpm.measure.calibration import machine_factor
+from calibration import machine_factor  # beside this script
 
 
 def one_process(out: Path, combos: list[str]) -> None:

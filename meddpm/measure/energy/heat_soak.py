@@ -5,7 +5,7 @@ depends on what ran before it: on an H100 (2026-11-23) the same baseline iterati
 465.7 J at 46-48 °C, as the first work of a process on a cool card, and 481.7 J at 54-57 °C,
 right after ``fast`` had run at 700 W (3.4 % apart, each block's windows within 1.7 %). So the
 combo runs back to back, its windows measured all along, until the temperature over the last
-windows has settled (:func:`meddpm.measure.energy_block.run_soaked_block`): every process
+windows has settled (:func:`meddpm.measure.energy.block.run_soaked_block`): every process
 measures the combo at the temperature that combo's own power holds the card at.
 
 "Settled": the mean temperatures over the last windows, as many as cover at least ``window_s``, lie

@@ -17,7 +17,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from meddpm.measure.timing import time_synchronized
+from meddpm.measure.machine.timing import time_synchronized
 
 # Sizes: each kernel runs for about a millisecond on an H100/H200, long enough for CUDA events.
 GEMM_N = 8192  # bf16 GEMM, 1.1 TFLOP

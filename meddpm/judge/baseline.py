@@ -21,7 +21,7 @@ Schema ``meddpm-baseline/3`` (documented in ``baselines/README.md``)::
     }
 
 Expectations on Nsight Compute figures name the metric ``ncu:<key>`` (e.g. ``ncu:sm_cycles``,
-keys in :mod:`meddpm.measure.ncu_metrics`); ``ncu`` keeps the measured per-iteration totals.
+keys in :mod:`meddpm.measure.profiling.ncu_metrics`); ``ncu`` keeps the measured per-iteration totals.
 
 Version 2 added each case's per-process medians (the unit of its time verdict) and its measured
 noise; a version-1 file is read with neither (its cases are judged as before, by rounds).
@@ -58,8 +58,8 @@ from filelock import FileLock, Timeout
 
 from meddpm.atomic import write_text_atomic
 from meddpm.errors import UserError
-from meddpm.measure.energy import ENERGY_METHOD, EnergyEstimate
-from meddpm.measure.ncu_metrics import METRICS
+from meddpm.measure.energy.counter import ENERGY_METHOD, EnergyEstimate
+from meddpm.measure.profiling.ncu_metrics import METRICS
 from meddpm.model.config import PRESETS
 from meddpm.run.combos import COMBOS
 

@@ -12,11 +12,11 @@ import math
 
 import torch
 
-from meddpm.measure.energy import LEAD_PERIODS, BlockEnergy, BlockPlan, plan_block
-from meddpm.measure.energy_block import measure_block
-from meddpm.measure.nvml import open_gpu
-from meddpm.measure.power_sampler import PowerSampler, poll_period
-from meddpm.measure.timing import time_once
+from meddpm.measure.energy.block import measure_block
+from meddpm.measure.energy.counter import LEAD_PERIODS, BlockEnergy, BlockPlan, plan_block
+from meddpm.measure.energy.power_sampler import PowerSampler, poll_period
+from meddpm.measure.machine.nvml import open_gpu
+from meddpm.measure.machine.timing import time_once
 from meddpm.model.config import ModelConfig
 from meddpm.run.combos import Combo
 from meddpm.run.sampling import Sampler, SamplingResult

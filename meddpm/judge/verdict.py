@@ -7,13 +7,13 @@ deterministic enough for a plain tolerance.
 
 The test's unit is what varies independently. Where both sides were measured in several
 processes, the unit is the process median (Welch's t-test on their logs, see
-:mod:`meddpm.measure.compare`), and the threshold follows from measured noise: between
+:mod:`meddpm.measure.statistics.compare`), and the threshold follows from measured noise: between
 processes for an A/B run on one machine, between runs (machine starts) for a comparison with
 a stored baseline. Where either side has one process only, the rounds are the unit (one-sided
 Mann-Whitney U) and the stored tolerance the threshold, as before process-level replication.
 
 Energy is judged only where the measurement can resolve its threshold: the resolution (both
-sides' counter bounds plus their spreads, :func:`meddpm.measure.energy.resolution`) must be
+sides' counter bounds plus their spreads, :func:`meddpm.measure.energy.counter.resolution`) must be
 below it; otherwise the verdict says "not judged" and why. A baseline whose energy came from the
 old single-iteration reads of the counter (0 J for short iterations) is "not comparable".
 """
@@ -27,9 +27,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy.stats import mannwhitneyu
 
-from meddpm.measure.compare import Comparison, compare_processes, noise_threshold, pooled_spread
-from meddpm.measure.energy import EnergyEstimate, resolution
-from meddpm.suite.baseline import CaseBaseline, Expectation, Tolerances
+from meddpm.judge.baseline import CaseBaseline, Expectation, Tolerances
+from meddpm.measure.energy.counter import EnergyEstimate, resolution
+from meddpm.measure.statistics.compare import Comparison, compare_processes, noise_threshold, pooled_spread
 
 SAVE_HINT = "if the change is intended, re-run with --save-baseline"
 

@@ -1,6 +1,6 @@
 """Nsight Compute (ncu) counters of whole training iterations, one combo per subprocess.
 
-ncu profiles :mod:`meddpm.measure.profiled_step`, which warms a combo up and then runs the
+ncu profiles :mod:`meddpm.measure.profiling.profiled_step`, which warms a combo up and then runs the
 measured iterations inside the NVTX range ``meddpm_step``; only kernels inside it count
 (``--nvtx --nvtx-include meddpm_step``), so every kernel of the iteration is seen, not a fixed
 window of launches. Ways to replay, with different costs (measured on an H100; README, "Nsight Compute"):
@@ -36,9 +36,9 @@ from typing import Any, Literal
 import pandas as pd
 
 from meddpm.errors import UserError
-from meddpm.measure.kernel_mix import categorize, category_shares
-from meddpm.measure.ncu_metrics import DEFAULT_GROUPS, METRIC_BY_KEY, Family, Metric, ncu_names, select
-from meddpm.measure.profiled_step import RANGE
+from meddpm.measure.profiling.kernel_mix import categorize, category_shares
+from meddpm.measure.profiling.ncu_metrics import DEFAULT_GROUPS, METRIC_BY_KEY, Family, Metric, ncu_names, select
+from meddpm.measure.profiling.profiled_step import RANGE
 from meddpm.run.combos import get_combo
 
 Replay = Literal["range", "app-range", "kernel"]
@@ -198,7 +198,7 @@ def target_command(preset: str, combo: str, batch_size: int, warmup: int, device
     return [
         sys.executable,
         "-m",
-        "meddpm.measure.profiled_step",
+        "meddpm.measure.profiling.profiled_step",
         f"--preset={preset}",
         f"--combo={combo}",
         f"--batch-size={batch_size}",

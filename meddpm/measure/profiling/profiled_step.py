@@ -1,6 +1,6 @@
 """The process Nsight Compute profiles: warm a combo's training step up, then run one inside NVTX.
 
-Run as ``python -m meddpm.measure.profiled_step --preset paper --combo opt1``. Only kernels
+Run as ``python -m meddpm.measure.profiling.profiled_step --preset paper --combo opt1``. Only kernels
 inside the NVTX range :data:`RANGE` are profiled (``--nvtx-include RANGE``), so warm-up, cuDNN
 autotuning and compilation are left out while every kernel of the measured iterations is kept,
 whatever their number. It is a start/end range, not a push/pop one: push/pop ranges belong to
@@ -45,7 +45,7 @@ def run(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the profiled subprocess; user errors print one line and exit with 2."""
-    p = argparse.ArgumentParser(prog="python -m meddpm.measure.profiled_step")
+    p = argparse.ArgumentParser(prog="python -m meddpm.measure.profiling.profiled_step")
     p.add_argument("--preset", required=True)
     p.add_argument("--combo", required=True)
     p.add_argument("--warmup", type=int, default=3)

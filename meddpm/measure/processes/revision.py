@@ -10,8 +10,8 @@ from pathlib import Path
 
 import meddpm
 from meddpm.errors import UserError
-from meddpm.measure.environment import git_output
-from meddpm.measure.processes import WORKER_MODULES, Source, sigterm_as_interrupt, worker_file
+from meddpm.measure.machine.environment import git_output
+from meddpm.measure.processes.campaign import WORKER_MODULES, Source, sigterm_as_interrupt, worker_file
 
 # What every measurable revision has: the worker whose JSON the A/B protocol reads, in one of its places.
 WORKER_FILES = tuple(worker_file(m) for m in WORKER_MODULES)

@@ -1,7 +1,7 @@
 """Measuring in several processes: the campaign of ``--perf-processes`` / ``--processes`` and of A/B runs.
 
-Each process (``python -m meddpm.measure.worker``) measures every combo interleaved, as an in-process
-:class:`~meddpm.measure.campaign.Campaign` does; the processes run one after another on the same device.
+Each process (``python -m meddpm.measure.processes.worker``) measures every combo interleaved, as an in-process
+:class:`~meddpm.measure.campaign.interleaved.Campaign` does; the processes run one after another on the same device.
 With two sources (the working tree and a git revision) they alternate A B B A A B ..., so drift
 of the card over the run falls on both alike. A :class:`ProcessCampaign` offers the interface
 the suite and the bench read from a campaign (``results``, ``ratio``, ``close``), plus the
@@ -27,16 +27,16 @@ import numpy as np
 import torch
 
 from meddpm.errors import UserError
-from meddpm.measure.campaign import CampaignSettings, ComboResult, Progress
-from meddpm.measure.energy import BlockEnergy
-from meddpm.measure.nvml import GpuState
-from meddpm.measure.stats import Stats
+from meddpm.measure.campaign.interleaved import CampaignSettings, ComboResult, Progress
+from meddpm.measure.energy.counter import BlockEnergy
+from meddpm.measure.machine.nvml import GpuState
+from meddpm.measure.statistics.descriptive import Stats
 from meddpm.model.config import ModelConfig
 
 WORKER_SCHEMA = "meddpm-worker/1"
-# Where a source's worker is: a revision from before meddpm/ was grouped into model/, run/, measure/,
-# bench/ and report/ has it at meddpm/worker.py. Same arguments and JSON in both places.
-WORKER_MODULES = ("meddpm.measure.worker", "meddpm.worker")
+# Where a source's worker is, newest layout first: measure/ split into sub-packages, measure/ before that,
+# and the package's top before meddpm/ was grouped into rooms. Same arguments and JSON in every place.
+WORKER_MODULES = ("meddpm.measure.processes.worker", "meddpm.measure.worker", "meddpm.worker")
 ENERGY_BLOCKS = "MEDDPM_ENERGY_BLOCKS"  # the worker's switch for its energy blocks
 MEDIAN_PRECISION = "MEDDPM_MEDIAN_PRECISION"  # the worker's median precision (CampaignSettings.median_precision)
 ENERGY_ERROR = "MEDDPM_ENERGY_ERROR"  # the worker's energy bound (CampaignSettings.energy_error)
@@ -226,7 +226,7 @@ def worker_module(root: Path) -> str:
 
 
 def worker_file(module: str) -> str:
-    """``meddpm.measure.worker`` -> ``meddpm/measure/worker.py``."""
+    """``meddpm.measure.processes.worker`` -> ``meddpm/measure/processes/worker.py``."""
     return module.replace(".", "/") + ".py"
 
 

@@ -23,7 +23,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from meddpm.measure.heat_soak import Soak
+from meddpm.measure.energy.heat_soak import Soak
 
 # The method every new energy figure comes from; baselines store it, and a verdict compares
 # only figures of the same method (the old per-iteration reads read 0 J for short iterations).

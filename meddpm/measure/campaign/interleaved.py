@@ -4,13 +4,13 @@ All combos of a run are built and warmed up first, then timed in rounds that run
 combo once (A B C A B C ...), so slow drift of the machine (clocks, temperature, other
 tenants) hits every combo alike and the ratios between them stay honest. A combo leaves the
 rotation once its relative IQR is under a target and, where a median precision is asked for, the
-standard error of its median is under that (see :func:`meddpm.measure.stats.median_rel_se`); the
+standard error of its median is under that (see :func:`meddpm.measure.statistics.descriptive.median_rel_se`); the
 others go on until they do, or the time budget or the round limit is reached. A combo still
 noisier than the IQR target is reported as unreliable.
 
 Energy comes after the rounds, from one block of back-to-back iterations per combo, long enough
 that a step of the card's energy counter is under 1 % of the block's energy (see
-:mod:`meddpm.measure.energy`): a single iteration is shorter than the counter's period and
+:mod:`meddpm.measure.energy.counter`): a single iteration is shorter than the counter's period and
 reads 0 J or a whole step.
 """
 
@@ -25,14 +25,14 @@ import numpy as np
 import torch
 
 from meddpm.errors import UserError
-from meddpm.measure.energy import ENERGY_METHOD, BlockEnergy, EnergyEstimate, WindowEnergy
-from meddpm.measure.energy_block import measure_soaked_block, probe_combo
-from meddpm.measure.flops import forward_flops, train_step_flops
-from meddpm.measure.heat_soak import SoakPlan
-from meddpm.measure.nvml import Gpu, GpuState, open_gpu
-from meddpm.measure.power_sampler import PowerSampler, poll_period
-from meddpm.measure.stats import Stats, median_rel_se
-from meddpm.measure.timing import synchronize, time_once, time_synchronized
+from meddpm.measure.campaign.flops import forward_flops, train_step_flops
+from meddpm.measure.energy.block import measure_soaked_block, probe_combo
+from meddpm.measure.energy.counter import ENERGY_METHOD, BlockEnergy, EnergyEstimate, WindowEnergy
+from meddpm.measure.energy.heat_soak import SoakPlan
+from meddpm.measure.energy.power_sampler import PowerSampler, poll_period
+from meddpm.measure.machine.nvml import Gpu, GpuState, open_gpu
+from meddpm.measure.machine.timing import synchronize, time_once, time_synchronized
+from meddpm.measure.statistics.descriptive import Stats, median_rel_se
 from meddpm.model.config import ModelConfig
 from meddpm.run.combos import Combo
 from meddpm.run.train import TrainStep
@@ -141,7 +141,7 @@ class ComboResult:
 
     @property
     def median_rel_se(self) -> float:
-        """Relative standard error of the median of the timed rounds (:func:`meddpm.measure.stats.median_rel_se`)."""
+        """Relative standard error of the median of the timed rounds (``statistics.descriptive.median_rel_se``)."""
         return median_rel_se(self.samples_ms)
 
     @property
@@ -444,7 +444,7 @@ class Campaign:
 
     def _energy(self, notify: Callable[[Progress], None]) -> None:
         """Per combo, windows of back-to-back iterations until the card's temperature has settled over the last
-        of them (:func:`meddpm.measure.energy_block.run_soaked_block`), planned from the counter's period and a
+        of them (:func:`meddpm.measure.energy.block.run_soaked_block`), planned from the counter's period and a
         probe's time per iteration.
 
         The combos take their turns in the order of their probed power, highest first. The rounds end with the

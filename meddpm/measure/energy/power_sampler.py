@@ -3,7 +3,7 @@
 The GPU runs a block of iterations asynchronously while the host queues more, so the host
 cannot read the card at the moment a window starts or ends on the GPU. A thread reads it all
 along instead (energy counter, instant power, SM clock every few milliseconds), and the
-windows' edges are placed on the same clock afterwards (:mod:`meddpm.measure.energy_block`).
+windows' edges are placed on the same clock afterwards (:mod:`meddpm.measure.energy.block`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from meddpm.measure.energy import Reading, update_period_s
+from meddpm.measure.energy.counter import Reading, update_period_s
 
 # Often enough that an edge falls within a few ms of a reading, and with a counter period of
 # 20-100 ms every update is seen; rarely enough that three NVML calls leave the host idle.
@@ -21,7 +21,7 @@ SAMPLE_INTERVAL_S = 0.005
 
 
 class Probe(Protocol):
-    """What the sampler reads: :class:`meddpm.measure.nvml.Gpu`, or a fake in tests."""
+    """What the sampler reads: :class:`meddpm.measure.machine.nvml.Gpu`, or a fake in tests."""
 
     def energy_mj(self) -> int | None: ...
 

@@ -22,7 +22,7 @@ from typing import Protocol
 
 import torch
 
-from meddpm.measure.energy import (
+from meddpm.measure.energy.counter import (
     BlockEnergy,
     BlockPlan,
     Reading,
@@ -31,15 +31,15 @@ from meddpm.measure.energy import (
     update_period_s,
     update_times,
 )
-from meddpm.measure.heat_soak import Soak, SoakPlan, settled
-from meddpm.measure.timing import synchronize
+from meddpm.measure.energy.heat_soak import Soak, SoakPlan, settled
+from meddpm.measure.machine.timing import synchronize
 
 # A probe runs a combo back to back at least this long (s): a few updates of the instant power.
 PROBE_S = 0.5
 
 
 class Sampler(Protocol):
-    """What polls the card during the block: :class:`meddpm.measure.power_sampler.PowerSampler` or a fake."""
+    """What polls the card during the block: :class:`meddpm.measure.energy.power_sampler.PowerSampler` or a fake."""
 
     def start(self) -> None: ...
 
@@ -152,7 +152,7 @@ def run_soaked_block(
     always queued ahead while the host waits for the one before it, reading the temperature every
     ``soak.poll_s``. Once the windows completed of the last ``plan.windows`` (the one still running
     being the last of them), with earlier ones where those span less than ``soak.window_s``, have
-    held (:func:`meddpm.measure.heat_soak.settled`), the trailing lead is queued and the last
+    held (:func:`meddpm.measure.energy.heat_soak.settled`), the trailing lead is queued and the last
     ``plan.windows`` are the block, settled if the temperature held to the end of the last one;
     after ``soak.max_s`` they are taken unsettled. A combo already at its temperature thus costs its
     windows and leads only, not a soak before them.
@@ -261,7 +261,7 @@ def measure_soaked_block(
     temperature_c: Callable[[], int],
     soak: SoakPlan,
 ) -> BlockEnergy:
-    """The windows of :func:`run_soaked_block`, planned by :func:`meddpm.measure.energy.plan_block`, with their soak."""
+    """The windows of :func:`run_soaked_block`, planned by :func:`~meddpm.measure.energy.counter.plan_block`, soaked."""
     plan = plan_block(period_s, iteration_s, error_target, windows)
     run, soaked = run_soaked_block(step, device, sampler, plan, temperature_c, soak)
     return _energy(run, plan, period_s, soaked)

@@ -1,4 +1,4 @@
-"""``python -m meddpm.measure.worker``: one measuring process, the unit of process-level replication.
+"""``python -m meddpm.measure.processes.worker``: one measuring process, the unit of process-level replication.
 
 The suite and ``meddpm-bench`` start several of these (``--perf-processes`` / ``--processes``),
 each with a fresh CUDA context, cuDNN plans and Inductor compilation, and judge the
@@ -27,15 +27,15 @@ import torch
 
 import meddpm
 from meddpm.errors import UserError
-from meddpm.measure.campaign import Campaign, CampaignSettings
-from meddpm.measure.environment import environment
-from meddpm.measure.processes import ENERGY_BLOCKS, ENERGY_ERROR, MEDIAN_PRECISION, WORKER_SCHEMA
+from meddpm.measure.campaign.interleaved import Campaign, CampaignSettings
+from meddpm.measure.machine.environment import environment
+from meddpm.measure.processes.campaign import ENERGY_BLOCKS, ENERGY_ERROR, MEDIAN_PRECISION, WORKER_SCHEMA
 from meddpm.model.config import ModelConfig
 from meddpm.run.combos import get_combo
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m meddpm.measure.worker", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m meddpm.measure.processes.worker", description=__doc__.splitlines()[0])
     p.add_argument("--preset", required=True)
     p.add_argument("--combos", required=True, help="comma-separated combo names")
     p.add_argument("--device", required=True, help="cpu or cuda:N")

@@ -1,0 +1,3 @@
+"""Measuring in fresh processes, the unit of a verdict: the process campaign and A/B order
+(:mod:`~meddpm.measure.processes.campaign`), the measuring process (:mod:`~meddpm.measure.processes.worker`) and
+the code each side measures, the working tree or a git revision (:mod:`~meddpm.measure.processes.revision`)."""
