@@ -7,9 +7,11 @@ import pytest
 import torch
 
 from meddpm.errors import UserError
+from meddpm.measure.processes.ddp import DdpResult, run_ddp, scaling_efficiency
+from meddpm.parity.ddp import check_parity
 from meddpm.report.tables import ddp_table
 from meddpm.run.combos import get_combo
-from meddpm.run.distributed import DdpResult, check_parity, resolve_gradient_sync, run_ddp, scaling_efficiency
+from meddpm.run.distributed import resolve_gradient_sync
 
 
 def result(world: int, rank_ms: list[list[float]], no_sync: list[list[float]]) -> DdpResult:
