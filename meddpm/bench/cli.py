@@ -36,12 +36,12 @@ from meddpm.measure.energy.sample import sample_with_energy
 from meddpm.measure.machine.environment import environment
 from meddpm.measure.machine.host_memory import host_memory_needed
 from meddpm.measure.processes.campaign import AB_PROCESSES, ProcessCampaign
+from meddpm.measure.processes.ddp import run_ddp
 from meddpm.measure.profiling.kernel_mix import category_shares, profile_kernels
 from meddpm.model.config import PRESETS, ModelConfig
 from meddpm.report.power_plot import power_chart
 from meddpm.report.tables import ddp_table, energy_table, format_table, kernel_mix_table, results_table
 from meddpm.run.combos import COMBOS, get_combo
-from meddpm.run.distributed import run_ddp
 
 PROG = "meddpm-bench"
 JSON_SCHEMA = "meddpm-bench/2"

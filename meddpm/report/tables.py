@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from meddpm.measure.campaign.interleaved import ComboResult
-from meddpm.run.distributed import DdpResult, scaling_efficiency
+from meddpm.measure.processes.ddp import DdpResult, scaling_efficiency
 
 GIB = 2**30
 

@@ -25,8 +25,8 @@ from meddpm.judge.baseline import (
 from meddpm.judge.verdict import Verdict, judge_ab, judge_case, judge_expectation, judge_figures, judge_samples
 from meddpm.measure.campaign.interleaved import Campaign
 from meddpm.measure.processes.campaign import ProcessCampaign
+from meddpm.measure.processes.ddp import DdpResult
 from meddpm.measure.profiling.ncu_metrics import METRICS
-from meddpm.run.distributed import DdpResult
 from meddpm.suite.cases import CaseRecord, PerfCase, RatioCase
 
 

@@ -20,12 +20,12 @@ from meddpm.errors import UserError
 from meddpm.measure.campaign.interleaved import Campaign, CampaignSettings, ComboResult, Progress
 from meddpm.measure.machine.timing import synchronize
 from meddpm.measure.processes.campaign import ProcessCampaign
+from meddpm.measure.processes.ddp import DdpResult
 from meddpm.measure.processes.revision import checkout_root, package_root, revision, working_tree
 from meddpm.measure.profiling.ncu import NcuProfile, NcuSettings, profile_combo
 from meddpm.measure.profiling.ncu_metrics import family_of
 from meddpm.model.config import ModelConfig
 from meddpm.run.combos import get_combo
-from meddpm.run.distributed import DdpResult
 from meddpm.suite.cases import CPU, CaseRecord, PerfCase
 from meddpm.suite.options import SuiteOptions
 

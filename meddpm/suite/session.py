@@ -18,8 +18,8 @@ import torch
 from meddpm.judge.baseline import CaseBaseline, Expectation, SamplingBudget
 from meddpm.judge.verdict import Verdict
 from meddpm.measure.campaign.interleaved import Campaign, ComboResult
+from meddpm.measure.processes.ddp import DdpResult
 from meddpm.measure.profiling.ncu import NcuProfile
-from meddpm.run.distributed import DdpResult
 from meddpm.suite.cases import CaseRecord, PerfCase, Plan, RatioCase
 from meddpm.suite.judging import Judging, StoredBaselines
 from meddpm.suite.measuring import Measuring, device_for
