@@ -100,7 +100,7 @@ def test_energy_blocks_run_in_the_first_process_only_never_in_an_ab_run_nor_when
 
     switches = []
 
-    def worker(cmd, env, **kwargs):
+    def worker(cmd, cwd, env, timeout_s):
         """A worker that measures nothing: it records its energy switch and bound and writes an empty document."""
         switches.append(env[ENERGY_BLOCKS])
         assert env[ENERGY_ERROR] == "0.02"
@@ -108,7 +108,7 @@ def test_energy_blocks_run_in_the_first_process_only_never_in_an_ab_run_nor_when
         out.write_text(json.dumps({"schema": WORKER_SCHEMA, "package": str(tmp_path / "meddpm"), "results": []}))
         return subprocess.CompletedProcess(cmd, 0, "", "")
 
-    monkeypatch.setattr(processes.subprocess, "run", worker)
+    monkeypatch.setattr(processes, "_run_to_the_end", worker)
     campaign = ProcessCampaign(
         ModelConfig.preset("tiny"),
         ["baseline"],
