@@ -62,8 +62,10 @@ class MeasuringCampaign(Protocol):
 
     @property
     def results(self) -> Mapping[str, ComboResult]:
-        """The first source's figures by combo, pooled over its runs: what :meth:`run` returned, or what an
-        interrupted run had measured (a combo built but never timed has no samples)."""
+        """The first source's figures by combo, pooled over its runs: what :meth:`run` returned.
+
+        After an interrupt, what was measured by then (a combo built but never timed has no samples).
+        """
         ...
 
     def run(self, on_progress: Callable[[Progress], None] | None = None) -> Mapping[str, ComboResult]:
