@@ -23,6 +23,7 @@ from meddpm.errors import UserError, drop_stdout, run_command
 from meddpm.history.append import append_results, history_target
 from meddpm.history.store import DEFAULT_DB as HISTORY_DB
 from meddpm.history.store import ENV_VAR as HISTORY_ENV_VAR
+from meddpm.judge.ab import ab_verdicts
 from meddpm.measure.campaign.interleaved import (
     CPU_DEFAULT_COMBOS,
     GPU_MAX_ROUNDS,
@@ -32,10 +33,11 @@ from meddpm.measure.campaign.interleaved import (
     ComboResult,
 )
 from meddpm.measure.campaign.interleaved import Progress as CampaignProgress
+from meddpm.measure.campaign.protocol import MeasuringCampaign
 from meddpm.measure.energy.sample import sample_with_energy
 from meddpm.measure.machine.environment import environment
 from meddpm.measure.machine.host_memory import host_memory_needed
-from meddpm.measure.processes.campaign import AB_PROCESSES, ProcessCampaign
+from meddpm.measure.processes.campaign import AB_PROCESSES
 from meddpm.measure.processes.ddp import run_ddp
 from meddpm.measure.profiling.kernel_mix import category_shares, profile_kernels
 from meddpm.model.config import PRESETS, ModelConfig
@@ -333,7 +335,7 @@ def run(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
 
-    campaign: Campaign | ProcessCampaign | None = None
+    campaign: MeasuringCampaign | None = None
     interrupted = ""  # what a Ctrl-C (or SIGTERM) cut short: the file then says "partial": true
     try:
         if process_plan.active:
@@ -358,10 +360,10 @@ def run(argv: Sequence[str] | None = None) -> int:
         _say(format_table(energy))
     extras: dict[str, object] = {}
     status = 0
-    if isinstance(campaign, ProcessCampaign) and interrupted:
-        extras["process_medians_ms"] = _process_medians(campaign)  # too few processes for spreads or verdicts
-    elif isinstance(campaign, ProcessCampaign):
-        status = _report_processes(campaign, extras)
+    if process_plan.active and interrupted:
+        extras["process_medians_ms"] = bench_processes.process_medians(campaign)  # too few for spreads or verdicts
+    elif process_plan.active:
+        status = _report_processes(campaign, process_plan.processes, extras)
 
     def save() -> None:
         document = {
@@ -421,7 +423,7 @@ def _append_history(target: str, json_path: Path, args: argparse.Namespace) -> N
         print(f"{PROG}: run not appended to the history ({json_path} has it): {reason}", file=sys.stderr)
 
 
-def _measured_so_far(campaign: Campaign | ProcessCampaign | None) -> list[ComboResult]:
+def _measured_so_far(campaign: MeasuringCampaign | None) -> list[ComboResult]:
     """What an interrupted campaign had timed: the combos with at least one round (or finished process)."""
     if campaign is None:
         return []
@@ -440,20 +442,16 @@ def _interrupted(during: str, json_path: Path) -> int:
     return 130
 
 
-def _process_medians(campaign: ProcessCampaign) -> dict[str, dict[str, list[float]]]:
-    return {s.label: {c: campaign.process_medians(c, s) for c in campaign.combos} for s in campaign.sources}
-
-
-def _report_processes(campaign: ProcessCampaign, extras: dict[str, object]) -> int:
+def _report_processes(campaign: MeasuringCampaign, processes: int, extras: dict[str, object]) -> int:
     """Print the process medians and, for an A/B run, the verdicts; 1 if the working tree is slower."""
     _say(f"per-process medians ({campaign.sources[0].label}):")
     _say(format_table(bench_processes.spread_table(campaign)))
-    extras["process_medians_ms"] = _process_medians(campaign)
+    extras["process_medians_ms"] = bench_processes.process_medians(campaign)
     if len(campaign.sources) == 1:
         return 0
-    verdicts = bench_processes.ab_verdicts(campaign)
+    verdicts = ab_verdicts(campaign)
     tree, rev = campaign.sources
-    _say(f"A/B, {campaign.processes} processes a side: {tree.label} against {rev.label}")
+    _say(f"A/B, {processes} processes a side: {tree.label} against {rev.label}")
     _say(format_table(bench_processes.ab_table(verdicts, campaign.sources)))
     extras["comparisons"] = {
         combo: {"outcome": v.outcome, "threshold": v.tolerance, **v.comparison.as_dict()}
@@ -495,7 +493,7 @@ def _measure(campaign: Campaign, combos: Sequence[str], settings: CampaignSettin
         return campaign.run(show)
 
 
-def _kernel_mix(campaign: Campaign) -> dict[str, list[dict[str, object]]]:
+def _kernel_mix(campaign: MeasuringCampaign) -> dict[str, list[dict[str, object]]]:
     """Profile one more iteration of each combo; print and return GPU time by kernel category."""
     kernels_by_combo: dict[str, list[dict[str, object]]] = {}
     by_category = {}
