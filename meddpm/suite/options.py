@@ -153,7 +153,7 @@ def add_options(parser: pytest.Parser) -> None:
         choices=("on", "off"),
         default="on",
         help="on (default): after the rounds, each combo runs energy windows back to back until the card's "
-        "temperature holds over them (7-32 s a combo on an H200); off: time and memory only",
+        "temperature holds over them (seconds a combo: docs/energy.md); off: time and memory only",
     )
     g.addoption(
         "--perf-energy-bound",

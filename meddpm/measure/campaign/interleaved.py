@@ -38,15 +38,13 @@ from meddpm.run.combos import Combo
 from meddpm.run.train import TrainStep
 
 # GPU defaults of the suite and the bench. A process median is the unit of their verdicts, so it
-# should carry little noise of its own: `fast`'s rounds spread 1.3-1.7 % (IQR) with a lag-1
-# autocorrelation of 0.5-0.6 on an H200, which leaves its median of 5 rounds uncertain by 0.6 %,
-# twice the 0.27 % by which its medians of 300 rounds differ between processes (2026-11-24,
-# docs/statistics.md). 0.2 % took `fast` 60-110 rounds a process in that day's A/B and nightly runs
-# (3-6 s, against 20-30 s of compilation) and left the eager combos at their 5.
+# should carry little noise of its own: `fast`'s consecutive rounds correlate, and its median of the
+# minimum 5 rounds is uncertain by more than its medians differ between processes; a 0.2 % target
+# costs it seconds a process and leaves the eager combos at their 5 (the figures: docs/statistics.md).
 GPU_MEDIAN_PRECISION = 0.002
 GPU_MAX_ROUNDS = 500
-# The median's standard error is judged only after this much timed time per combo: estimated from
-# 5-10 rounds of `fast` it read 0.14-0.25 % where 300 rounds put it at 0.12-0.18 %.
+# The median's standard error is judged only after this much timed time per combo: estimated from a
+# handful of rounds it reads too low (docs/statistics.md).
 _PRECISION_MIN_TIMED_S = 1.0
 
 # CPU runs default to the combos that finish in seconds there: bf16 conv3d crawls on CPUs
@@ -260,9 +258,8 @@ class Campaign:
         The combos take their turns in the order of their probed power, highest first. The rounds end with the
         fastest combo alone, usually the hungriest, so the first block starts at its own temperature and the card
         then cools from one combo's temperature to the next in small steps; lowest first, the first block had
-        to cool from there to the coolest combo's and the card then warmed again (on an H200 on 2026-11-25, in
-        one process, the blocks took 59.0 and 85.7 s highest first against 79.8 and 114.8 s lowest first, and
-        each combo's J/iter agreed within about 1 % between the orders).
+        to cool from there to the coolest combo's and the card then warmed again, for longer blocks and the same
+        J/iter (docs/energy.md, "The phase in one run").
         """
         gpu, s = self._gpu, self.settings
         if gpu is None:

@@ -87,8 +87,7 @@ class ComboResult:
         block's windows, both read with the counter interpolated where every window has that figure.
         The plain counter's steps are the bound's share already; in the replicates' spread they would
         count twice, and more the shorter the windows: neighbours share an edge, so a step one window
-        misses the next one gains (2.3-3.2 % plain against 0.04-0.8 % interpolated, H200 blocks of
-        2026-11-24).
+        misses the next one gains (docs/energy.md, the table of quantities: "spread %").
         """
         blocks = [b for b in self.energy_blocks if b.iterations]
         if not blocks:
