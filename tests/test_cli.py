@@ -49,9 +49,21 @@ def test_an_interrupted_extra_keeps_the_training_results(tmp_path, capsys, monke
         (["--device", "tpu"], "unknown device 'tpu'; choose auto, cpu, cuda or cuda:N"),
         (["--device", "cpu", "--iters", "0"], "--iters must be at least 1"),
         (["--combos", ","], "no combos given"),
+        (["--combos", "baseline,opt2,baseline"], "--combos names baseline more than once; give each combo once"),
+        (["--device", "cpu:1"], "device 'cpu:1': the CPU takes no index; use --device cpu"),
+        (["--warmup", "1001"], "--warmup must be at most 1000, got 1001"),
+        (["--iters", "10001"], "--iters must be at most 10000, got 10001"),
+        (["--max-rounds", "20000"], "--max-rounds must be at most 10000, got 20000"),
+        (["--processes", "33"], "--processes must be at most 32, got 33"),
     ],
 )
-def test_bad_input_is_one_line_and_exit_2(args, message, capsys):
+def test_bad_input_is_one_line_and_exit_2(args, message, capsys, monkeypatch):
+    def refuse(*_, **__):
+        raise AssertionError("the command started measuring instead of refusing")
+
+    # An unbounded count would otherwise measure for hours before the test could fail.
+    monkeypatch.setattr("meddpm.bench.cli.Campaign", refuse)
+    monkeypatch.setattr("meddpm.bench.processes.campaign", refuse)
     assert main(args) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"meddpm-bench: error: {message}")
