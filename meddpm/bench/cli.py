@@ -49,6 +49,11 @@ PROG = "meddpm-bench"
 JSON_SCHEMA = "meddpm-bench/2"
 GIB = 2**30
 CPU_DEFAULT_ITERS = 3
+# Other processes take a shared machine's cores at will: one run can read many times another made minutes later.
+CPU_NOTE = (
+    "note: CPU timings on a shared machine are indicative only (other processes take the cores, so runs minutes "
+    "apart can differ several-fold and wide spreads are usual); regression verdicts and speedups need a GPU"
+)
 # The adaptive options' argparse names and the CampaignSettings fields they set.
 _ADAPTIVE = {
     "min_rounds": "min_rounds",
@@ -327,8 +332,10 @@ def run(argv: Sequence[str] | None = None) -> int:
         results = list(_measure(campaign, combos, settings).values())
     # The training table first, and the JSON rewritten after every extra: the kernel mix, sampling
     # and DDP take minutes, and an interrupted or timed-out run keeps what it had measured.
-    print(format_table(results_table(results)))
+    print(format_table(results_table(results, on_gpu)))
     print(f"stopped: {results[0].stop_reason}")
+    if not on_gpu:
+        print(CPU_NOTE)
     _print_gpu_state(results)
     energy = energy_table(results)
     if not energy.empty:
