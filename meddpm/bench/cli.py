@@ -21,8 +21,10 @@ from meddpm.atomic import run_stamp, write_json_atomic, write_target
 from meddpm.bench import processes as bench_processes
 from meddpm.errors import UserError, drop_stdout, run_command
 from meddpm.history.append import append_results, history_target
+from meddpm.history.documents import run_description
 from meddpm.history.store import DEFAULT_DB as HISTORY_DB
 from meddpm.history.store import ENV_VAR as HISTORY_ENV_VAR
+from meddpm.judge.arch import detect_arch
 from meddpm.measure.campaign.interleaved import (
     CPU_DEFAULT_COMBOS,
     GPU_MAX_ROUNDS,
@@ -44,7 +46,7 @@ from meddpm.run.combos import COMBOS, get_combo
 from meddpm.run.distributed import run_ddp
 
 PROG = "meddpm-bench"
-JSON_SCHEMA = "meddpm-bench/2"
+JSON_SCHEMA = "meddpm-bench/3"
 GIB = 2**30
 CPU_DEFAULT_ITERS = 3
 # The adaptive options' argparse names and the CampaignSettings fields they set.
@@ -366,6 +368,8 @@ def run(argv: Sequence[str] | None = None) -> int:
     def save() -> None:
         document = {
             "schema": JSON_SCHEMA,
+            "arch": detect_arch(device) if on_gpu else "cpu",
+            **run_description(process_plan.processes, process_plan.compare_to),
             "environment": env,
             "preset": config.name,
             "settings": asdict(settings),
