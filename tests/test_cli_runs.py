@@ -386,3 +386,16 @@ def test_a_process_campaign_interrupted_keeps_the_processes_that_finished(tmp_pa
     assert [(r["combo"], r["samples_ms"]) for r in data["results"]] == [("baseline", [10.0, 11.0, 12.0])]
     assert list(data["process_medians_ms"].values()) == [{"baseline": [11.0]}]
     interrupted_line(capsys, "the timed rounds", out)
+
+
+def test_the_results_file_says_what_the_run_was(tmp_path, campaigns, monkeypatch):
+    monkeypatch.setattr(ProcessCampaign, "_run_worker", lambda *_, **__: [combo_result("baseline", [10.0, 11.0, 12.0])])
+    plain, in_processes = tmp_path / "plain.json", tmp_path / "processes.json"
+    assert main(["--device", "cpu", "--combos", "baseline", "--iters", "2", "--json", str(plain)]) == 0
+    assert main(["--device", "cpu", "--combos", "baseline", "--processes", "3", "--json", str(in_processes)]) == 0
+    described = [{k: json.loads(p.read_text())[k] for k in ("arch", "run_kind", "processes", "compare_to")}
+                 for p in (plain, in_processes)]  # fmt: skip
+    assert described == [
+        {"arch": "cpu", "run_kind": "measure", "processes": 1, "compare_to": None},
+        {"arch": "cpu", "run_kind": "processes", "processes": 3, "compare_to": None},
+    ]

@@ -11,7 +11,16 @@ from pathlib import Path
 import pytest
 
 from meddpm.errors import UserError
-from meddpm.history.documents import SCHEMAS, ForeignDocument, fingerprint, run_from_document
+from meddpm.history.documents import (
+    BENCH_SCHEMA,
+    SCHEMAS,
+    SUITE_SCHEMA,
+    ForeignDocument,
+    fingerprint,
+    run_description,
+    run_from_document,
+    upgraded,
+)
 from meddpm.history.simulation import results_document
 
 MEASUREMENTS = Path(__file__).resolve().parent.parent / "docs" / "measurements"
@@ -32,7 +41,8 @@ def test_every_measured_results_file_imports_as_it_is():
     files = results_files()
     runs = [run_from_document(json.loads(p.read_text()), str(p)) for p in files]
     schemas = {r.schema for r in runs}
-    assert schemas == set(SCHEMAS), f"the measurements hold {schemas}"
+    # Every version but the current ones, which the files measured so far predate.
+    assert schemas == set(SCHEMAS) - {SUITE_SCHEMA, BENCH_SCHEMA}, f"the measurements hold {schemas}"
     assert {r.arch for r in runs} == {"h100", "h200"}
     assert len({r.fingerprint for r in runs}) == len(files)
     for run in runs:
@@ -74,6 +84,84 @@ def test_an_ab_run_is_told_apart_from_the_history():
     assert run_from_document(json.loads(planted.read_text()), "ab").kind == "ab"
 
 
+def _described(path: Path) -> tuple[str, str, int]:
+    run = run_from_document(json.loads(path.read_text()), str(path))
+    return run.kind, run.options["run_kind"], run.options["processes"]
+
+
+def test_files_written_before_they_said_what_the_run_was_are_upgraded():
+    ab = MEASUREMENTS / "2026-11-23-ab"
+    assert _described(ab / "h200-opt1-clean-5x5" / "results.json") == ("ab", "ab", 5)
+    assert _described(ab / "h200-fast-plant8-3x3" / "results.json") == ("ab", "ab", 3)
+    assert _described(MEASUREMENTS / "2026-11-23-h200-save" / "results.json") == ("suite", "processes", 3)
+    assert _described(MEASUREMENTS / "2026-11-23-h100-suite" / "results.json") == ("suite", "measure", 1)
+    assert _described(MEASUREMENTS / "2026-11-22-h200-meddpm-bench-paper.json") == ("bench", "measure", 1)
+    h100 = json.loads((MEASUREMENTS / "2026-11-22-h200-fast-v7" / "h100-bench-fast.json").read_text())
+    assert upgraded(h100)["arch"] == "h100" and upgraded(h100)["compare_to"] is None  # the revision was not kept
+
+
+@pytest.mark.parametrize("path", results_files(), ids=lambda p: str(p.relative_to(MEASUREMENTS)))
+def test_an_upgraded_file_is_the_run_its_current_version_describes(path):
+    """Each measured file, and the same run written at the current version with what the upgrade recovered."""
+    document = json.loads(path.read_text())
+    current = upgraded(document)
+    current["schema"] = SUITE_SCHEMA if "cases" in document else BENCH_SCHEMA
+    old, new = run_from_document(document, "old"), run_from_document(current, "new")
+    assert (old.kind, old.arch, old.options, old.fingerprint) == (new.kind, new.arch, new.options, new.fingerprint)
+    assert [(c.case, c.median_ms) for c in old.cases] == [(c.case, c.median_ms) for c in new.cases]
+
+
+def _bench_document(**fields) -> dict:
+    environment = {"date": "2026-12-01T00:00:00", "gpu_name": "NVIDIA L40S", "compute_capability": "8.9"}
+    case = {"preset": "paper", "combo": "opt1", "batch_size": 1, "samples_ms": [230.0], "stats": {"median": 230.0}}
+    return {"schema": "meddpm-bench/2", "environment": environment, "results": [case], **fields}
+
+
+def test_an_old_bench_file_in_processes_or_ab_is_told_by_its_fields():
+    medians = {"working tree (abc)": {"opt1": [230.0, 231.0, 229.0]}, "HEAD (abc)": {"opt1": [230.0, 230.5, 229.5]}}
+    in_processes = run_from_document(_bench_document(process_medians_ms={"wt": {"opt1": [230.0, 232.0]}}), "p")
+    assert (in_processes.kind, in_processes.arch, in_processes.options["run_kind"]) == ("bench", "l40s", "processes")
+    assert in_processes.options["processes"] == 2 and in_processes.cases[0].median_ms == 231.0
+    ab = run_from_document(_bench_document(process_medians_ms=medians, comparisons={"opt1": {}}), "ab")
+    assert (ab.kind, ab.options["run_kind"], ab.options["processes"], ab.options["compare_to"]) == ("ab", "ab", 3, None)
+
+
+@pytest.mark.parametrize(
+    "processes, compare_to, kind", [(1, None, "measure"), (3, None, "processes"), (5, "origin/main", "ab")]
+)
+def test_a_current_file_says_what_its_run_was(processes, compare_to, kind):
+    described = run_description(processes, compare_to)
+    assert described == {"run_kind": kind, "processes": processes, "compare_to": compare_to}
+    bench = run_from_document({**_bench_document(), "schema": BENCH_SCHEMA, "arch": "l40s_x", **described}, "b")
+    suite = run_from_document({**_suite_document(), **described}, "s")
+    for run, source in ((bench, "bench"), (suite, "suite")):
+        assert run.kind == ("ab" if kind == "ab" else source)
+        assert {name: run.options[name] for name in described} == described
+    assert bench.arch == "l40s_x"  # as the file says, not worked out from the GPU's name again
+    # A live append's options (the command line) keep their fields, beside what the file says.
+    appended = run_from_document({**_suite_document(), **described}, "s", {"options": {"processes": None, "x": 1}})
+    assert appended.options == {"x": 1, **described}
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"run_kind": "nightly"}, "run_kind 'nightly' with processes 1 describes no run"),
+        ({"processes": 0}, "run_kind 'measure' with processes 0 describes no run"),
+        ({"processes": "3"}, "run_kind 'measure' with processes '3' describes no run"),
+        ({"compare_to": 3}, "compare_to 3 is not a revision"),
+        ({"arch": None}, "arch None is not an architecture key"),
+    ],
+)
+def test_a_current_file_that_describes_no_run_is_refused(change, message):
+    with pytest.raises(UserError, match=re.escape(f"a malformed {SUITE_SCHEMA} file ({message}")):
+        run_from_document({**_suite_document(), **change}, "x.json")
+    without = _suite_document()
+    del without["run_kind"]
+    with pytest.raises(UserError, match=re.escape("field 'run_kind' is missing")):
+        run_from_document(without, "x.json")
+
+
 def test_a_bench_file_rewritten_with_extras_is_the_same_run():
     document = json.loads((MEASUREMENTS / "2026-11-22-h200-fast-v7" / "bench-fast.json").read_text())
     first_save = copy.deepcopy(document)
@@ -91,6 +179,7 @@ def test_a_bench_file_rewritten_with_extras_is_the_same_run():
         ({"schema": "meddpm-baseline/2"}, ForeignDocument, "schema 'meddpm-baseline/2'"),
         ({"schema": "meddpm-bench/9"}, UserError, "a meddpm-bench/9 file, which this meddpm-perf cannot read"),
         ({"schema": "meddpm-perf-results/1", "arch": "h200"}, UserError, "field 'environment' is missing"),
+        ({"schema": "meddpm-perf-results/9"}, UserError, "a meddpm-perf-results/9 file, which this meddpm-perf"),
         (
             {"schema": "meddpm-bench/2", "environment": {"date": "yesterday"}, "results": [{}]},
             UserError,
@@ -102,7 +191,7 @@ def test_a_bench_file_rewritten_with_extras_is_the_same_run():
             "no measured cases",
         ),
     ],
-    ids=["list", "foreign", "baseline", "newer", "no-environment", "bad-date", "no-cases"],
+    ids=["list", "foreign", "baseline", "newer", "no-environment", "newer-suite", "bad-date", "no-cases"],
 )
 def test_what_is_not_a_usable_results_document_is_one_line(document, error, message):
     with pytest.raises(error, match=message.replace("(", r"\(").replace(")", r"\)")) as caught:

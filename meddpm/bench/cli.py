@@ -21,9 +21,11 @@ from meddpm.atomic import run_stamp, write_json_atomic, write_target
 from meddpm.bench import processes as bench_processes
 from meddpm.errors import UserError, drop_stdout, run_command
 from meddpm.history.append import append_results, history_target
+from meddpm.history.documents import run_description
 from meddpm.history.store import DEFAULT_DB as HISTORY_DB
 from meddpm.history.store import ENV_VAR as HISTORY_ENV_VAR
 from meddpm.judge.ab import ab_verdicts
+from meddpm.judge.arch import detect_arch
 from meddpm.measure.campaign.interleaved import (
     CPU_DEFAULT_COMBOS,
     GPU_MAX_ROUNDS,
@@ -42,12 +44,20 @@ from meddpm.measure.processes.ddp import run_ddp
 from meddpm.measure.profiling.kernel_mix import category_shares, profile_kernels
 from meddpm.model.config import PRESETS, ModelConfig
 from meddpm.report.power_plot import power_chart
-from meddpm.report.tables import ddp_table, energy_table, format_table, kernel_mix_table, results_table
+from meddpm.report.tables import (
+    BENCH_CPU_TABLE,
+    BENCH_TABLE,
+    ddp_table,
+    energy_table,
+    format_table,
+    kernel_mix_table,
+    results_table,
+)
 from meddpm.run.combos import COMBOS, get_combo
 from meddpm.suite.options import MAX_PROCESSES, MAX_ROUNDS, MAX_WARMUP, check_count, check_processes, parse_combos
 
 PROG = "meddpm-bench"
-JSON_SCHEMA = "meddpm-bench/2"
+JSON_SCHEMA = "meddpm-bench/3"
 GIB = 2**30
 CPU_DEFAULT_ITERS = 3
 # Other processes take a shared machine's cores at will: one run can read many times another made minutes later.
@@ -360,7 +370,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         interrupted = "the timed rounds"
     # The training table first, and the JSON rewritten after every extra: the kernel mix, sampling
     # and DDP take minutes, and an interrupted or timed-out run keeps what it had measured.
-    _say(format_table(results_table(results, on_gpu)))
+    _say(format_table(results_table(results, BENCH_TABLE if on_gpu else BENCH_CPU_TABLE)))
     _say(f"stopped: {results[0].stop_reason}")
     if not on_gpu:
         _say(CPU_NOTE)
@@ -379,6 +389,8 @@ def run(argv: Sequence[str] | None = None) -> int:
     def save() -> None:
         document = {
             "schema": JSON_SCHEMA,
+            "arch": detect_arch(device) if on_gpu else "cpu",
+            **run_description(process_plan.processes, process_plan.compare_to),
             "environment": env,
             "preset": config.name,
             "settings": asdict(settings),

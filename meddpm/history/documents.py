@@ -1,7 +1,10 @@
 """Results documents (the suite's results.json, meddpm-bench's JSON) turned into history rows.
 
-Three schemas are read as they are: ``meddpm-perf-results/1`` (the suite), ``meddpm-bench/1`` and
-``meddpm-bench/2``. Anything else is refused with one line, so a foreign file in a batch is named
+Every version of both is read: the suite's ``meddpm-perf-results/1`` and ``/2``, the bench's
+``meddpm-bench/1`` to ``/3``. The current versions say what a run was (:func:`run_description`: a plain
+measurement, one in worker processes, or an A/B run against a revision) and the bench's its
+architecture; the older ones are upgraded by recovering both the way they used to be recovered
+(:func:`upgraded`). Anything else is refused with one line, so a foreign file in a batch is named
 and skipped rather than stored as nonsense; so is a figure no measurement gives (a time that is NaN,
 infinite, 0 or negative; a negative or non-finite energy, clock or count), naming the case and the field.
 """
@@ -20,9 +23,18 @@ from meddpm.errors import UserError
 from meddpm.history.models import CaseResult, Run
 from meddpm.judge.arch import arch_from_gpu
 
-SUITE_SCHEMA = "meddpm-perf-results/1"
-BENCH_SCHEMAS = ("meddpm-bench/1", "meddpm-bench/2")
-SCHEMAS = (SUITE_SCHEMA, *BENCH_SCHEMAS)
+# Oldest first: the last of each family is the version its writer writes now.
+SUITE_SCHEMAS = ("meddpm-perf-results/1", "meddpm-perf-results/2")
+BENCH_SCHEMAS = ("meddpm-bench/1", "meddpm-bench/2", "meddpm-bench/3")
+SUITE_SCHEMA = SUITE_SCHEMAS[-1]
+BENCH_SCHEMA = BENCH_SCHEMAS[-1]
+SCHEMAS = (*SUITE_SCHEMAS, *BENCH_SCHEMAS)
+# Versions written before the files said what the run was and, for the bench, on which architecture.
+_UNDESCRIBED = ("meddpm-perf-results/1", "meddpm-bench/1", "meddpm-bench/2")
+# What a run was: measured in the writing process, in N fresh worker processes, or an A/B run
+# (--compare-to) measuring the working tree against a revision in alternating processes.
+RUN_KINDS = ("measure", "processes", "ab")
+_DESCRIPTION = ("run_kind", "processes", "compare_to")  # the fields that say so (see run_description)
 _FAMILIES = tuple(sorted({schema.split("/")[0] + "/" for schema in SCHEMAS}))
 # Run fields that a live append knows but a results file does not carry (the suite and the bench
 # add them from the machine they run on): they fill the run's columns when given.
@@ -77,7 +89,8 @@ def run_from_document(document: Any, source: str, context: Mapping[str, Any] | N
         during = f" during {document['interrupted']}" if document.get("interrupted") else ""
         raise UserError(f"a partial run (interrupted{during}), not imported: re-run it to record the figures")
     try:
-        run = _suite_run(document) if schema == SUITE_SCHEMA else _bench_run(document)
+        current = upgraded(document)
+        run = _suite_run(current) if schema in SUITE_SCHEMAS else _bench_run(current)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         detail = f"field {exc.args[0]!r} is missing" if isinstance(exc, KeyError) else " ".join(str(exc).split())
         raise UserError(f"a malformed {schema} file ({detail})") from None
@@ -92,11 +105,61 @@ def run_from_document(document: Any, source: str, context: Mapping[str, Any] | N
     for name in CONTEXT_FIELDS:
         if context.get(name) is not None:
             setattr(run, name, context[name])
+    # What the run was, from its file, beside the options a live append gives: runs measured in one
+    # process and in several are different series.
+    run.options = {**run.options, **{name: current[name] for name in _DESCRIPTION}}
     run.schema = schema
     run.source = source
     run.fingerprint = fingerprint(document)
     run.added_at = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
     return run
+
+
+def run_description(processes: int, compare_to: str | None) -> dict[str, Any]:
+    """What a results file says its run was: ``run_kind`` (one of :data:`RUN_KINDS`), ``processes`` (per
+    side in an A/B run; 1: the writing process itself) and ``compare_to`` (the revision of an A/B run)."""
+    kind = "ab" if compare_to is not None else "processes" if processes > 1 else "measure"
+    return {"run_kind": kind, "processes": processes, "compare_to": compare_to}
+
+
+def upgraded(document: Mapping[str, Any]) -> dict[str, Any]:
+    """``document`` with what the current versions carry: its run's description and the bench's ``arch``.
+
+    A file of a current version has them, and they are checked; an older one gets them recovered the
+    way the history did before the files said so: an A/B run by its comparisons (the bench) or by
+    verdicts that name the working tree, which no other verdict does (the suite); worker processes by
+    per-process medians; the bench's architecture from its GPU's name and compute capability. Their
+    revision was not recorded (``compare_to`` None).
+    """
+    document = dict(document)
+    schema = document["schema"]
+    if schema not in _UNDESCRIBED:
+        kind, processes, compare_to = (document[name] for name in _DESCRIPTION)
+        if kind not in RUN_KINDS or type(processes) is not int or processes < 1:
+            raise ValueError(f"run_kind {kind!r} with processes {processes!r} describes no run")
+        if not (compare_to is None or isinstance(compare_to, str)):
+            raise ValueError(f"compare_to {compare_to!r} is not a revision")
+        if not isinstance(document["arch"], str):
+            raise ValueError(f"arch {document['arch']!r} is not an architecture key")
+        return document
+    if schema in SUITE_SCHEMAS:
+        cases = document.get("cases") or []
+        ab = any("working tree (" in v for c in cases for v in c.get("verdicts") or [])
+        processes = max((len(c.get("process_medians_ms") or []) for c in cases), default=0)
+    else:
+        env = document["environment"]
+        if env.get("gpu_name"):
+            major, minor = (int(part) for part in str(env["compute_capability"]).split("."))
+            document["arch"] = arch_from_gpu(env["gpu_name"], (major, minor))
+        else:
+            document["arch"] = "cpu"
+        ab = bool(document.get("comparisons"))
+        medians = _bench_process_medians(document.get("process_medians_ms"))
+        processes = max((len(m) for m in medians.values()), default=0)
+    described = run_description(max(processes, 1), None)
+    if ab:  # an A/B run with its revision unknown
+        described["run_kind"] = "ab"
+    return {**document, **described}
 
 
 def fingerprint(document: Mapping[str, Any]) -> str:
@@ -136,24 +199,21 @@ def _run(document: Mapping[str, Any], kind: str, arch: str) -> Run:
     )
 
 
+def _kind(document: Mapping[str, Any], source: str) -> str:
+    """The run's kind in the history: ``ab`` for an A/B run, which measures a working tree against a
+    revision and is no part of the branch's trends; else ``suite`` or ``bench``."""
+    return "ab" if document["run_kind"] == "ab" else source
+
+
 def _suite_run(document: Mapping[str, Any]) -> Run:
     cases = document.get("cases") or []
-    # An A/B run (--compare-to) measures a working tree against a revision, not the branch's history; its
-    # verdicts name the working tree, which no other verdict does.
-    ab = any("working tree (" in v for c in cases for v in c.get("verdicts") or [])
-    run = _run(document, "ab" if ab else "suite", str(document["arch"]))
+    run = _run(document, _kind(document, "suite"), str(document["arch"]))
     run.cases = [_case(c) for c in cases] + [_ddp_case(d) for d in document.get("ddp") or []]
     return run
 
 
 def _bench_run(document: Mapping[str, Any]) -> Run:
-    env = document["environment"]
-    if env.get("gpu_name"):
-        major, minor = (int(part) for part in str(env["compute_capability"]).split("."))
-        arch = arch_from_gpu(env["gpu_name"], (major, minor))
-    else:
-        arch = "cpu"
-    run = _run(document, "ab" if document.get("comparisons") else "bench", arch)
+    run = _run(document, _kind(document, "bench"), document["arch"])
     # meddpm-bench/1 read the card's state before and after; later files summarise it per case.
     first = (document["results"] or [{}])[0]
     run.driver = run.driver or (first.get("gpu_state_before") or {}).get("driver")

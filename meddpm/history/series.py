@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from meddpm.history.models import Run
+from meddpm.history.models import CaseResult, Run
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,7 @@ def case_frame(runs: Sequence[Run]) -> pd.DataFrame:
     """One row per (run, case): the run's time, commit and environment, and every metric in its unit.
 
     Rows are ordered by the run's start, oldest first; runs of kinds outside :data:`TREND_KINDS` are left out.
+    The ``case`` column names the series (:func:`series_case`).
     """
     rows = []
     for run in runs:
@@ -52,7 +53,7 @@ def case_frame(runs: Sequence[Run]) -> pd.DataFrame:
                 "branch": run.branch,
                 "host": run.host,
                 **{name: getattr(run, name) for name in ENVIRONMENT_FIELDS},
-                "case": case.case,
+                "case": series_case(run, case),
             }
             for metric in METRICS.values():
                 value = getattr(case, metric.column)
@@ -61,6 +62,25 @@ def case_frame(runs: Sequence[Run]) -> pd.DataFrame:
     columns = ["run_id", "arch", "kind", "started_at", "commit", "branch", "host", *ENVIRONMENT_FIELDS, "case"]
     frame = pd.DataFrame(rows, columns=[*columns, *METRICS])
     return frame.sort_values(["started_at", "run_id"], kind="stable").reset_index(drop=True)
+
+
+def series_case(run: Run, case: CaseResult) -> str:
+    """The series a case's figures belong to: its key, with ``/p<N>`` where N worker processes measured it.
+
+    A median of N processes' medians carries less of the machine-start noise than one process's rounds,
+    so runs measured one way and the other are separate series. DDP cases (torchrun's ranks) keep their key.
+    """
+    processes = _processes(run, case)
+    return case.case if processes == 1 or case.world_size is not None else f"{case.case}/p{processes}"
+
+
+def _processes(run: Run, case: CaseResult) -> int:
+    """The measuring processes (per side) that the run's file stated; for a run stored before files said
+    so, those that measured the case."""
+    stated = (run.options or {}).get("processes")
+    if isinstance(stated, int) and not isinstance(stated, bool) and stated >= 1:
+        return stated
+    return len(case.process_medians_ms) or 1
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from meddpm.history.changepoints import RULES, MatrixSteps, Rule, matrix_steps
-from meddpm.history.documents import SUITE_SCHEMA
+from meddpm.history.documents import SUITE_SCHEMA, run_description
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ def results_document(
             }
         )
     env = {"date": started_at.isoformat(), "commit": commit, "gpu_name": f"NVIDIA {arch.upper()}", **environment}
-    return {"schema": SUITE_SCHEMA, "arch": arch, "environment": env, "cases": cases}
+    return {"schema": SUITE_SCHEMA, "arch": arch, **run_description(1, None), "environment": env, "cases": cases}
 
 
 def simulated_documents(

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
@@ -28,43 +30,165 @@ def significant(value: float, digits: int = 3) -> str:
     return f"{value:.{decimals}f}"
 
 
-def _spread_note(r: ComboResult, on_gpu: bool) -> str:
-    """The note of a combo whose rounds spread beyond the target: a warning on a GPU, expected on a CPU."""
-    if r.reliable:
-        return ""
-    if on_gpu:
-        return f"unreliable ({r.stats.rel_iqr:.1%} > {r.rel_iqr_target:.0%})"
-    return f"spread {r.stats.rel_iqr:.1%} (usual on a shared CPU)"
+# A case of a results document: an entry of the suite's "cases" (CaseRecord.payload) or the bench's
+# "results" (ComboResult.as_dict).
+Case = Mapping[str, Any]
 
 
-def results_table(results: Sequence[ComboResult], on_gpu: bool = True) -> pd.DataFrame:
-    """One row per combo: time, spread, speedup vs baseline, memory, TFLOP/s, energy, clocks.
+@dataclass(frozen=True)
+class Column:
+    """A column of a results table: its title, its figure from a case, and how that figure is shown.
 
-    ``on_gpu`` False words a wide spread as what a CPU shared with other processes gives, not as a fault.
+    ``value`` gets the case and every case of the table (a speedup is relative to another row); None is
+    a figure not measured. ``digits`` rounds the figure (the Markdown summary shows it rounded); ``text``
+    formats it as a string, "" where there is none (a column shown in its own format in a table printed
+    with one float format).
     """
-    baseline = next((r.stats.median for r in results if r.combo == "baseline"), None)
-    rows = []
-    for r in results:
-        s = r.stats
-        notes = [note] if (note := _spread_note(r, on_gpu)) else []
-        notes += [f"throttled: {', '.join(r.throttle_reasons)}"] * bool(r.throttle_reasons)
-        rows.append(
-            {
-                "combo": r.combo,
-                "ms/iter": s.median,
-                "IQR ms": s.iqr,
-                "rounds": s.rounds,
-                "speedup": baseline / s.median if baseline else float("nan"),
-                "peak GiB": _nan(r.peak_allocated_bytes) / GIB,
-                "TFLOP/s": r.tflops,
-                "J/iter": _nan(r.energy_j_per_iter),
-                "W": _nan(r.mean_power_w),
-                "SM MHz min": _nan(r.gpu_summary()["sm_clock_min_mhz"]),
-                "warm-up s": sum(r.warmup_ms) / 1e3,
-                "note": "; ".join(notes),
-            }
-        )
-    return pd.DataFrame(rows).set_index("combo")
+
+    title: str
+    value: Callable[[Case, Sequence[Case]], Any]
+    digits: int | None = None
+    text: str | None = None
+
+    def cell(self, case: Case, cases: Sequence[Case]) -> Any:
+        """The column's entry for ``case``."""
+        value = self.value(case, cases)
+        if self.text is not None:
+            return "" if value is None else self.text.format(value)
+        return value if value is None or self.digits is None else round(value, self.digits)
+
+
+@dataclass(frozen=True)
+class TableProfile:
+    """The columns one results table shows, and the one that labels its rows (None: numbered rows)."""
+
+    columns: tuple[Column, ...]
+    index: str | None = None
+
+
+def _field(name: str) -> Callable[[Case, Sequence[Case]], Any]:
+    return lambda case, _: case.get(name)
+
+
+def _stat(name: str) -> Callable[[Case, Sequence[Case]], Any]:
+    return lambda case, _: case["stats"][name]
+
+
+def _percent(name: str) -> Callable[[Case, Sequence[Case]], Any]:
+    return lambda case, _: None if case.get(name) is None else 100 * case[name]
+
+
+def _speedup(case: Case, cases: Sequence[Case]) -> float:
+    baseline = next((c["stats"]["median"] for c in cases if c["combo"] == "baseline"), None)
+    return baseline / case["stats"]["median"] if baseline else float("nan")
+
+
+def _peak_gib(case: Case, _: Sequence[Case]) -> float | None:
+    peak = case.get("peak_allocated_bytes")
+    return None if peak is None else peak / GIB
+
+
+def _warmup_s(case: Case, _: Sequence[Case]) -> float:
+    return sum(case["warmup_ms"]) / 1e3
+
+
+def _note(case: Case, _: Sequence[Case]) -> str:
+    """Why a row's figures need care: a spread above its target, a card that throttled."""
+    notes = [] if case["reliable"] else [f"unreliable ({case['stats']['rel_iqr']:.1%} > {case['rel_iqr_target']:.0%})"]
+    if case.get("throttle_reasons"):
+        notes.append(f"throttled: {', '.join(case['throttle_reasons'])}")
+    return "; ".join(notes)
+
+
+def _cpu_note(case: Case, _: Sequence[Case]) -> str:
+    """A wide spread on a CPU is what a machine shared with other processes gives, not a fault to warn of."""
+    return "" if case["reliable"] else f"spread {case['stats']['rel_iqr']:.1%} (usual on a shared CPU)"
+
+
+def _processes(case: Case, _: Sequence[Case]) -> int:
+    """Processes that measured the case (per side in an A/B run); 1: the measuring process itself."""
+    return len(case.get("process_medians_ms") or []) or 1
+
+
+def _case_label(case: Case, _: Sequence[Case]) -> str:
+    return f"{case['arch']} {case['preset']} b{case['batch_size']}"
+
+
+def _pytest_id(case: Case, _: Sequence[Case]) -> str:
+    return f"{case['arch']}-{case['preset']}-{case['combo']}-b{case['batch_size']}"
+
+
+_COMBO = Column("combo", _field("combo"))
+_ROUNDS = Column("rounds", _stat("rounds"))
+_OUTCOME = Column("outcome", _field("outcome"))
+# meddpm-bench's table: one row per combo, printed by format_table (which gives each column its format).
+BENCH_TABLE = TableProfile(
+    (
+        _COMBO,
+        Column("ms/iter", _stat("median")),
+        Column("IQR ms", _stat("iqr")),
+        _ROUNDS,
+        Column("speedup", _speedup),
+        Column("peak GiB", _peak_gib),
+        Column("TFLOP/s", _field("tflops")),
+        Column("J/iter", _field("energy_j_per_iter")),
+        Column("W", _field("mean_power_w")),
+        Column("SM MHz min", _field("sm_clock_min_mhz")),
+        Column("warm-up s", _warmup_s),
+        Column("note", _note),
+    ),
+    index="combo",
+)
+# The same on a CPU, where a wide spread is worded as expected rather than as unreliable.
+BENCH_CPU_TABLE = TableProfile(
+    tuple(Column("note", _cpu_note) if c.title == "note" else c for c in BENCH_TABLE.columns), index="combo"
+)
+# The suite's summary.md: every case of the run, rounded for Markdown; "detectable %" is the smallest time
+# change the case's verdict could have flagged (its threshold or its test's power).
+SUMMARY_TABLE = TableProfile(
+    (
+        Column("case", _case_label),
+        _COMBO,
+        Column("ms/iter", _stat("median"), digits=1),
+        Column("IQR %", lambda case, _: 100 * case["stats"]["rel_iqr"], digits=2),
+        _ROUNDS,
+        Column("TFLOP/s", _field("tflops"), digits=1),
+        Column("% of peak", _percent("fraction_of_peak"), digits=1),
+        Column("peak GiB", _peak_gib, digits=2),
+        Column("J/iter", _field("energy_j_per_iter"), digits=1),
+        Column("SM MHz min", _field("sm_clock_min_mhz")),
+        Column("processes", _processes),
+        Column("detectable %", _percent("detectable_time_change"), digits=1),
+        _OUTCOME,
+    )
+)
+# The suite's terminal summary, printed with two decimals for every float column.
+TERMINAL_TABLE = TableProfile(
+    (
+        Column("case", _pytest_id),
+        Column("ms/iter", _stat("median")),
+        Column("rel IQR", _stat("rel_iqr"), text="{:.2%}"),
+        _ROUNDS,
+        Column("TFLOP/s", _field("tflops")),
+        Column("J/iter", _field("energy_j_per_iter")),
+        Column("processes", _processes),
+        Column("detectable", _field("detectable_time_change"), text="{:.1%}"),
+        _OUTCOME,
+    )
+)
+
+
+def results_table(cases: Sequence[ComboResult | Case], profile: TableProfile = BENCH_TABLE) -> pd.DataFrame:
+    """One row per case with the columns of ``profile``: the bench's, the summary's or the terminal's.
+
+    ``cases`` are results-document cases, or ComboResults (turned into theirs).
+    """
+    rows = [c.as_dict() if isinstance(c, ComboResult) else c for c in cases]
+    titles = [column.title for column in profile.columns]
+    table = pd.DataFrame(
+        [{column.title: column.cell(c, rows) for column in profile.columns} for c in rows], columns=titles
+    )
+    return table.set_index(profile.index) if profile.index else table
 
 
 def energy_table(results: Sequence[ComboResult]) -> pd.DataFrame:

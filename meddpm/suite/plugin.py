@@ -12,14 +12,13 @@ import os
 import traceback
 from collections.abc import Iterator
 
-import pandas as pd
 import pytest
 import torch
 
 from meddpm.errors import UserError, first_line
 from meddpm.judge.arch import KNOWN_ARCHS, detect_arch
 from meddpm.measure.processes.revision import checkout_root, resolve_revision
-from meddpm.report.tables import ddp_table
+from meddpm.report.tables import TERMINAL_TABLE, ddp_table, results_table
 from meddpm.suite.cases import CPU, PerfCase, RatioCase
 from meddpm.suite.options import add_options, inapplicable_options, parse_options
 from meddpm.suite.records import append_history, ncu_tables
@@ -232,12 +231,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         suite.write_line("".join(traceback.format_exception(bug)).rstrip())
 
 
-def _detectable(verdicts: list) -> str:
-    """The smallest time change the case's verdict could have flagged, as text ("" before judging)."""
-    time = [v.detectable for v in verdicts if v.metric == "time" and v.detectable is not None]
-    return f"{time[0]:.1%}" if time else ""
-
-
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     suite = config.stash.get(SUITE, None)
     if suite is None or not (suite.measuring.anything or suite.judging.expectation_verdicts):
@@ -248,21 +241,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         tr.write_line("data-parallel weak scaling (slowest rank per round):")
         tr.write_line(ddp_table(measured.ddp_results).to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     if measured.records:
-        rows = [
-            {
-                "case": r.case.id,
-                "ms/iter": r.result.stats.median,
-                "rel IQR": f"{r.result.stats.rel_iqr:.2%}",
-                "rounds": r.result.stats.rounds,
-                "TFLOP/s": r.result.tflops,
-                "J/iter": r.result.energy_j_per_iter,
-                "processes": len(r.process_medians_ms) or 1,
-                "detectable": _detectable(r.verdicts),
-                "outcome": r.outcome,
-            }
-            for r in measured.records.values()
-        ]
-        tr.write_line(pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+        cases = [r.payload() for r in measured.records.values()]
+        tr.write_line(results_table(cases, TERMINAL_TABLE).to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     if measured.ncu_profiles:
         table, shares = ncu_tables(measured.ncu_profiles)
         tr.write_line("Nsight Compute, per iteration:")

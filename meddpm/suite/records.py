@@ -1,7 +1,7 @@
 """What a session keeps: its results files, ``summary.md``, the ncu tables and charts, and the history entry.
 
 :func:`write_results` turns a session's measurements, expectation checks and saving outcome into
-the results document (schema ``meddpm-perf-results/1``), written as the run's own
+the results document (schema ``meddpm-perf-results/2``), written as the run's own
 ``results-<time>-<pid>.json`` and as ``results.json`` (the latest run's), and its Markdown summary, with the ncu
 CSVs, the kernel-mix chart and the power chart beside them; :func:`append_history` adds the
 written document to ``--history``'s database. It may import :mod:`meddpm.suite.measuring`,
@@ -22,6 +22,7 @@ import torch
 from meddpm.atomic import write_json_atomic, write_text_atomic
 from meddpm.errors import UserError
 from meddpm.history.append import append_results
+from meddpm.history.documents import run_description
 from meddpm.judge.verdict import Verdict
 from meddpm.measure.machine.environment import environment
 from meddpm.measure.profiling.ncu import NcuProfile
@@ -33,7 +34,7 @@ from meddpm.suite.measuring import Measuring, device_for
 from meddpm.suite.options import SuiteOptions
 from meddpm.suite.summary import markdown_summary
 
-RESULTS_SCHEMA = "meddpm-perf-results/1"
+RESULTS_SCHEMA = "meddpm-perf-results/2"
 
 
 def write_results(
@@ -72,10 +73,13 @@ def write_results(
 def results_payload(
     measured: Measuring, expectation_verdicts: list[tuple[str, Verdict, str]], save_message: str, on_gpu: bool
 ) -> dict[str, Any]:
-    """The results document of a run on the GPU (or the CPU): environment, cases, ratios, checks, DDP, ncu."""
+    """The results document of a run on the GPU (or the CPU): what the run was, environment, cases, ratios,
+    checks, DDP, ncu."""
+    options = measured.options
     return {
         "schema": RESULTS_SCHEMA,
         "arch": measured.running_arch if on_gpu else CPU,
+        **run_description(options.processes, options.compare_to),
         "environment": environment(device_for(on_gpu)),
         "cases": [r.payload() for r in measured.records.values()],
         "ratios": measured.ratio_table(on_gpu),

@@ -6,36 +6,7 @@ from typing import Any
 
 import pandas as pd
 
-from meddpm.report.tables import kernel_mix_table, ncu_table
-
-GIB = 2**30
-
-
-def _cases_table(cases: list[dict[str, Any]]) -> pd.DataFrame:
-    rows = []
-    for c in cases:
-        s = c["stats"]
-        rows.append(
-            {
-                "case": f"{c['arch']} {c['preset']} b{c['batch_size']}",
-                "combo": c["combo"],
-                "ms/iter": round(s["median"], 1),
-                "IQR %": round(100 * s["rel_iqr"], 2),
-                "rounds": s["rounds"],
-                "TFLOP/s": round(c["tflops"], 1),
-                "% of peak": None if c["fraction_of_peak"] is None else round(100 * c["fraction_of_peak"], 1),
-                "peak GiB": None if c["peak_allocated_bytes"] is None else round(c["peak_allocated_bytes"] / GIB, 2),
-                "J/iter": None if c["energy_j_per_iter"] is None else round(c["energy_j_per_iter"], 1),
-                "SM MHz min": c["sm_clock_min_mhz"],
-                "processes": len(c.get("process_medians_ms") or []) or 1,
-                # The smallest time change this run's verdict could have flagged (its threshold or its test's power).
-                "detectable %": None
-                if c.get("detectable_time_change") is None
-                else round(100 * c["detectable_time_change"], 1),
-                "outcome": c["outcome"],
-            }
-        )
-    return pd.DataFrame(rows)
+from meddpm.report.tables import SUMMARY_TABLE, kernel_mix_table, ncu_table, results_table
 
 
 def _rounded(value: float | None, digits: int, scale: float = 1.0) -> float | None:
@@ -95,7 +66,7 @@ def markdown_summary(results: dict[str, Any]) -> str:
         "",
     ]
     if results["cases"]:
-        lines += [_cases_table(results["cases"]).to_markdown(index=False), ""]
+        lines += [results_table(results["cases"], SUMMARY_TABLE).to_markdown(index=False), ""]
     if results_with_energy(results["cases"]):
         lines += [
             "Energy (NVML counter over windows of back-to-back iterations; bound: the counter's steps, "

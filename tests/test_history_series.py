@@ -1,0 +1,35 @@
+"""Runs as series: runs measured in one process and in several are different series of the same case."""
+
+from __future__ import annotations
+
+import datetime
+
+from meddpm.history.documents import run_description, run_from_document
+from meddpm.history.series import case_frame
+from meddpm.history.simulation import results_document
+
+
+def _run(day: int, processes: int, compare_to: str | None = None, ddp: bool = False):
+    document = results_document("h200", datetime.datetime(2026, 12, day), f"c{day}", {"opt1": 230.0})
+    document.update(run_description(processes, compare_to))
+    if processes > 1:
+        document["cases"][0]["process_medians_ms"] = [230.0 + i for i in range(processes)]
+    if ddp:
+        ranks = [[240.0, 241.0], [239.0, 242.0]]
+        document["ddp"] = [
+            dict(preset="paper", combo="opt1", batch_per_rank=1, world_size=2, median_ms=240.0, rank_samples_ms=ranks)
+        ]
+    return run_from_document(document, f"day {day}")
+
+
+def test_runs_in_one_process_and_in_three_are_separate_series():
+    frame = case_frame([_run(1, 1), _run(2, 3, ddp=True), _run(3, 1), _run(4, 5, "origin/main")])
+    assert list(frame["case"]) == ["paper/opt1/b1", "paper/opt1/b1/p3", "paper/opt1/b1/ddp2", "paper/opt1/b1"]
+
+
+def test_a_run_stored_before_files_said_so_is_placed_by_its_process_medians():
+    old = _run(2, 3)
+    old.options = {"preset": "paper"}  # an import of an older file's run, stored before
+    plain = _run(3, 1)
+    plain.options = {}
+    assert list(case_frame([old, plain])["case"]) == ["paper/opt1/b1/p3", "paper/opt1/b1"]
