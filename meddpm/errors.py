@@ -33,7 +33,8 @@ def run_command(prog: str, run: Callable[[], int], interrupted: str = "interrupt
     """A console command's exit status: ``run()``'s, 2 after a UserError (printed as one line), 130 on Ctrl-C."""
     try:
         status = run()
-        sys.stdout.flush()  # a closed pipe shows here, not as a traceback at exit
+        if sys.stdout is not None:  # None where the command started with no stdout at all (``>&-``)
+            sys.stdout.flush()  # a closed pipe shows here, not as a traceback at exit
         return status
     except UserError as exc:
         # One line even where a message quotes a subprocess's output (a DDP worker's, say).

@@ -192,6 +192,23 @@ def test_bench_writes_its_results_and_history_when_stdout_is_closed(tmp_path):
     assert len(stored(db)) == 1
 
 
+def test_bench_started_with_no_stdout_at_all_still_writes_its_results(tmp_path):
+    """``meddpm-bench >&-``: Python then has no sys.stdout, and the report has nowhere to go but the file."""
+    out = tmp_path / "r.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
+    args = ["--device", "cpu", "--combos", "baseline", "--json", str(out)]
+    done = subprocess.run(
+        [sys.executable, "-c", BENCH_WITH_A_FAKE_CAMPAIGN, *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        preexec_fn=lambda: os.close(1),
+    )
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert json.loads(out.read_text())["results"][0]["combo"] == "baseline"
+
+
 @pytest.mark.parametrize("unbuffered", [True, False])
 def test_history_check_into_a_closed_pipe_exits_quietly(tmp_path, capsys, unbuffered):
     db = tmp_path / "h.sqlite"
