@@ -3,6 +3,7 @@ CPU defaults, the rounds asked for, progress in a log, DDP wording, and failures
 
 import json
 import os
+import signal
 import stat
 import tempfile
 
@@ -43,6 +44,11 @@ class FakeCampaign:
 
     interrupt_after_round: int | None = None  # a test plants a Ctrl-C after this round
 
+    @staticmethod
+    def interrupt() -> None:
+        """The planted interrupt: Ctrl-C (a test may send a signal instead)."""
+        raise KeyboardInterrupt
+
     def __init__(self, config, combos, device, *, batch_size, settings):
         self.config, self.combos, self.device = config, combos, device
         self.batch_size, self.settings = batch_size, settings
@@ -63,7 +69,7 @@ class FakeCampaign:
             notify(Progress("round", "", done, s.max_rounds, "worst rel. IQR 1.0% (baseline)" if done > 1 else ""))
             self.observe()
             if done == self.interrupt_after_round:
-                raise KeyboardInterrupt
+                self.interrupt()
         for result in self.results.values():
             result.stop_reason = f"round limit of {s.min_rounds} reached"
         return self.results
@@ -351,6 +357,24 @@ def test_a_run_interrupted_in_its_rounds_writes_the_rounds_done_marked_partial(
     assert {r["stop_reason"] for r in data["results"]} == {"interrupted after 2 rounds"}
     interrupted_line(capsys, "the timed rounds", out)
     assert not appended  # a partial run is no point of the history
+
+
+def test_sigterm_in_the_rounds_of_a_plain_run_stops_it_as_ctrl_c_does(tmp_path, campaigns, capsys, monkeypatch):
+    """A runner's timeout sends SIGTERM: the rounds done are kept, marked partial, as after Ctrl-C."""
+
+    def reached_the_test(signum, frame):
+        raise AssertionError("SIGTERM reached the test: the bench left it to the default, which kills the process")
+
+    previous = signal.signal(signal.SIGTERM, reached_the_test)
+    monkeypatch.setattr(FakeCampaign, "interrupt_after_round", 2)
+    monkeypatch.setattr(FakeCampaign, "interrupt", staticmethod(lambda: os.kill(os.getpid(), signal.SIGTERM)))
+    out = tmp_path / "r.json"
+    try:
+        assert main(["--device", "cpu", "--combos", "baseline", "--iters", "5", "--json", str(out)]) == 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    data = json.loads(out.read_text())
+    assert data["partial"] is True and data["results"][0]["samples_ms"] == [10.0, 11.0]
 
 
 def test_a_run_interrupted_in_sample_keeps_the_training_results_marked_partial(

@@ -39,7 +39,7 @@ from meddpm.measure.campaign.protocol import MeasuringCampaign
 from meddpm.measure.energy.sample import sample_with_energy
 from meddpm.measure.machine.environment import environment
 from meddpm.measure.machine.host_memory import host_memory_needed
-from meddpm.measure.processes.campaign import AB_PROCESSES
+from meddpm.measure.processes.campaign import AB_PROCESSES, sigterm_as_interrupt
 from meddpm.measure.processes.ddp import run_ddp
 from meddpm.measure.profiling.kernel_mix import category_shares, profile_kernels
 from meddpm.model.config import PRESETS, ModelConfig
@@ -587,8 +587,9 @@ def _print_gpu_state(results: Sequence[ComboResult]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Console entry point: user errors print one line and exit with status 2."""
-    return run_command(PROG, lambda: run(argv))
+    """Console entry point: user errors print one line and exit with status 2; SIGTERM stops it as Ctrl-C does."""
+    with sigterm_as_interrupt():
+        return run_command(PROG, lambda: run(argv))
 
 
 if __name__ == "__main__":
