@@ -48,7 +48,7 @@ def test_an_interrupted_extra_keeps_the_training_results(tmp_path, capsys, monke
         ),
         (["--device", "tpu"], "unknown device 'tpu'; choose auto, cpu, cuda or cuda:N"),
         (["--device", "cpu", "--iters", "0"], "--iters must be at least 1"),
-        (["--combos", ","], "no combos given"),
+        (["--combos", ","], "--combos is empty; choose from baseline, opt1, opt2, opt12, amp_bf16, fast or 'all'"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args, message, capsys):

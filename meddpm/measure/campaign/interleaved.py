@@ -39,21 +39,9 @@ from meddpm.run.train import TrainStep
 
 THROTTLE_CLOCK_FRACTION = 0.98
 
-# GPU defaults of the suite and the bench. A process median is the unit of their verdicts, so it
-# should carry little noise of its own: `fast`'s rounds spread 1.3-1.7 % (IQR) with a lag-1
-# autocorrelation of 0.5-0.6 on an H200, which leaves its median of 5 rounds uncertain by 0.6 %,
-# twice the 0.27 % by which its medians of 300 rounds differ between processes (2026-11-24,
-# docs/statistics.md). 0.2 % took `fast` 60-110 rounds a process in that day's A/B and nightly runs
-# (3-6 s, against 20-30 s of compilation) and left the eager combos at their 5.
-GPU_MEDIAN_PRECISION = 0.002
-GPU_MAX_ROUNDS = 500
 # The median's standard error is judged only after this much timed time per combo: estimated from
 # 5-10 rounds of `fast` it read 0.14-0.25 % where 300 rounds put it at 0.12-0.18 %.
 _PRECISION_MIN_TIMED_S = 1.0
-
-# CPU runs default to the combos that finish in seconds there: bf16 conv3d crawls on CPUs
-# (about 12 s per tiny iteration) and compilation needs minutes; TF32 does not exist there.
-CPU_DEFAULT_COMBOS = ("baseline", "opt2")
 
 # What the CPU allocator says when a request cannot be met (Linux, then Windows wording).
 _CPU_OUT_OF_MEMORY = ("DefaultCPUAllocator: can't allocate memory", "DefaultCPUAllocator: not enough memory")
