@@ -42,7 +42,7 @@ def _at_least(least: int) -> Check:
 
 
 def _at_least_min_rounds(option: str, value: int, given: Mapping[str, Any]) -> None:
-    least = given.get("min_rounds")
+    least = given.get("min_rounds")  # not given: the default, CampaignSettings' in every tool
     _at_least(CampaignSettings.min_rounds if least is None else least)(option, value, given)
 
 
@@ -204,7 +204,8 @@ def default_of(field_name: str, tool: Tool, on_gpu: bool) -> object:
 def campaign_settings(given: Mapping[str, Any], tool: Tool, on_gpu: bool, **fixed: Any) -> CampaignSettings:
     """CampaignSettings of the values given, with ``tool``'s defaults on this device where none was given.
 
-    ``fixed``: fields no option sets (the suite's energy switch).
+    ``given``: by field, as :func:`given_settings` read and checked them; ``fixed``: fields no option sets
+    (the suite's energy switch).
     """
     values: dict[str, Any] = {}
     for s in offered(tool):
