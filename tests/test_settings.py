@@ -125,6 +125,9 @@ def test_a_default_round_limit_rises_to_the_least_given():
         ("rel-iqr", 0.0, "--{}rel-iqr must be above 0, got 0.0"),
         ("budget", -1.0, "--{}budget must be above 0, got -1.0"),
         ("median-precision", 1.0, "--{}median-precision must be 0 (off) or between 0 and 1, got 1.0"),
+        ("warmup", 1001, "--{}warmup must be at most 1000, got 1001; see --help for what it costs"),
+        ("min-rounds", 10001, "--{}min-rounds must be at most 10000, got 10001; see --help for what it costs"),
+        ("max-rounds", 20000, "--{}max-rounds must be at most 10000, got 20000; see --help for what it costs"),
     ],
 )
 def test_a_bad_setting_is_refused_by_both_tools_with_the_same_message(name, value, message, tmp_path, capsys):
@@ -157,10 +160,11 @@ def test_the_worker_protocol_is_the_five_options_every_worker_takes():
 def test_combos_are_one_rule_for_both_tools(tmp_path, capsys):
     assert inputs.parse_combos("all") == inputs.parse_combos(",".join(inputs.combos_for(None, on_gpu=True)))
     assert parse_options(_Config(tmp_path, **{"--combos": "all"})).combos == inputs.parse_combos("all")
-    with pytest.raises(UserError) as suite_error:
-        parse_options(_Config(tmp_path, **{"--combos": " , "}))
-    assert bench_main(["--device", "cpu", "--json", str(tmp_path / "r.json"), "--combos", " , "]) == 2
-    assert capsys.readouterr().err.strip() == f"meddpm-bench: error: {suite_error.value}"
+    for bad in (" , ", "opt2,baseline,opt2"):
+        with pytest.raises(UserError) as suite_error:
+            parse_options(_Config(tmp_path, **{"--combos": bad}))
+        assert bench_main(["--device", "cpu", "--json", str(tmp_path / "r.json"), "--combos", bad]) == 2
+        assert capsys.readouterr().err.strip() == f"meddpm-bench: error: {suite_error.value}"
 
 
 def test_processes_with_a_revision_are_one_rule_for_both_tools():
@@ -169,6 +173,8 @@ def test_processes_with_a_revision_are_one_rule_for_both_tools():
     for option in ("--processes", "--perf-processes"):
         with pytest.raises(UserError, match=f"^{option} must be at least 2 \\(an A/B needs a spread on each side\\)"):
             inputs.process_count(option, 1, "HEAD")
+        with pytest.raises(UserError, match=f"^{option} must be at most 32, got 33;"):
+            inputs.process_count(option, 33, None)
     with pytest.raises(UserError, match="^--compare-to is empty"):
         inputs.revision("  ")
 

@@ -22,13 +22,17 @@ from meddpm.errors import UserError, drop_stdout, run_command
 from meddpm.history.append import append_results, history_target
 from meddpm.history.store import DEFAULT_DB as HISTORY_DB
 from meddpm.history.store import ENV_VAR as HISTORY_ENV_VAR
+from meddpm.judge.ab import ab_verdicts
 from meddpm.measure.campaign import inputs
 from meddpm.measure.campaign.interleaved import Campaign, CampaignSettings, ComboResult
 from meddpm.measure.campaign.interleaved import Progress as CampaignProgress
+from meddpm.measure.campaign.protocol import MeasuringCampaign
 from meddpm.measure.campaign.settings import (
     BENCH,
+    MAX_ROUNDS,
     add_settings,
     campaign_settings,
+    check_count,
     default_of,
     given_settings,
     namespace_reader,
@@ -37,7 +41,7 @@ from meddpm.measure.campaign.settings import (
 from meddpm.measure.energy.sample import sample_with_energy
 from meddpm.measure.machine.environment import environment
 from meddpm.measure.machine.host_memory import host_memory_needed
-from meddpm.measure.processes.campaign import AB_PROCESSES, ProcessCampaign
+from meddpm.measure.processes.campaign import AB_PROCESSES
 from meddpm.measure.processes.ddp import run_ddp
 from meddpm.measure.profiling.kernel_mix import category_shares, profile_kernels
 from meddpm.model.config import PRESETS, ModelConfig
@@ -49,6 +53,11 @@ PROG = "meddpm-bench"
 JSON_SCHEMA = "meddpm-bench/2"
 GIB = 2**30
 CPU_DEFAULT_ITERS = 3
+# Other processes take a shared machine's cores at will: one run can read many times another made minutes later.
+CPU_NOTE = (
+    "note: CPU timings on a shared machine are indicative only (other processes take the cores, so runs minutes "
+    "apart can differ several-fold and wide spreads are usual); regression verdicts and speedups need a GPU"
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -75,7 +84,7 @@ def _parser() -> argparse.ArgumentParser:
         "--iters",
         type=int,
         help=f"exactly this many timed rounds (default: adaptive on GPU, {CPU_DEFAULT_ITERS} on CPU "
-        "unless an adaptive option is given)",
+        f"unless an adaptive option is given; at most {MAX_ROUNDS})",
     )
     add_settings(p.add_argument, BENCH)
     p.add_argument("--sample", action="store_true", help="also time one full reverse diffusion (all T steps) per combo")
@@ -92,7 +101,8 @@ def _parser() -> argparse.ArgumentParser:
         "--processes",
         type=int,
         help="measure every combo in N fresh processes (each its own CUDA context, autotuning and compilation) "
-        f"and show the spread of their medians (default: 1, or {AB_PROCESSES} a side with --compare-to)",
+        f"and show the spread of their medians (default: 1, or {AB_PROCESSES} a side with --compare-to; "
+        f"at most {inputs.MAX_PROCESSES})",
     )
     p.add_argument(
         "--compare-to",
@@ -122,6 +132,9 @@ def resolve_device(name: str) -> torch.device:
         raise UserError(f"unknown device {name!r}; choose auto, cpu, cuda or cuda:N") from None
     if device.type not in ("cpu", "cuda"):
         raise UserError(f"unsupported device {name!r}; choose auto, cpu, cuda or cuda:N")
+    if device.type == "cpu" and device.index is not None:
+        # PyTorch runs every CPU tensor on the one "cpu" device: an index would be ignored.
+        raise UserError(f"device {name!r}: the CPU takes no index; use --device cpu")
     if device.type == "cuda":
         if not torch.cuda.is_available():
             raise UserError("no CUDA GPU is visible to PyTorch; use --device cpu")
@@ -148,7 +161,7 @@ def _settings(args: argparse.Namespace, on_gpu: bool) -> CampaignSettings:
         )
     if args.iters is None and (on_gpu or adaptive):
         return campaign_settings(given, BENCH, on_gpu)
-    iters = _positive("--iters", args.iters if args.iters is not None else CPU_DEFAULT_ITERS)
+    iters = check_count("--iters", args.iters if args.iters is not None else CPU_DEFAULT_ITERS, 1, MAX_ROUNDS)
     warmup = given["warmup"] if given["warmup"] is not None else default_of("warmup", BENCH, on_gpu)
     return CampaignSettings(warmup=warmup, min_rounds=iters, max_rounds=iters)
 
@@ -273,7 +286,7 @@ def run(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
 
-    campaign: Campaign | ProcessCampaign | None = None
+    campaign: MeasuringCampaign | None = None
     interrupted = ""  # what a Ctrl-C (or SIGTERM) cut short: the file then says "partial": true
     try:
         if process_plan.active:
@@ -289,8 +302,10 @@ def run(argv: Sequence[str] | None = None) -> int:
         interrupted = "the timed rounds"
     # The training table first, and the JSON rewritten after every extra: the kernel mix, sampling
     # and DDP take minutes, and an interrupted or timed-out run keeps what it had measured.
-    _say(format_table(results_table(results)))
+    _say(format_table(results_table(results, on_gpu)))
     _say(f"stopped: {results[0].stop_reason}")
+    if not on_gpu:
+        _say(CPU_NOTE)
     _print_gpu_state(results)
     energy = energy_table(results)
     if not energy.empty:
@@ -298,10 +313,10 @@ def run(argv: Sequence[str] | None = None) -> int:
         _say(format_table(energy))
     extras: dict[str, object] = {}
     status = 0
-    if isinstance(campaign, ProcessCampaign) and interrupted:
-        extras["process_medians_ms"] = _process_medians(campaign)  # too few processes for spreads or verdicts
-    elif isinstance(campaign, ProcessCampaign):
-        status = _report_processes(campaign, extras)
+    if process_plan.active and interrupted:
+        extras["process_medians_ms"] = bench_processes.process_medians(campaign)  # too few for spreads or verdicts
+    elif process_plan.active:
+        status = _report_processes(campaign, process_plan.processes, extras)
 
     def save() -> None:
         document = {
@@ -361,7 +376,7 @@ def _append_history(target: str, json_path: Path, args: argparse.Namespace) -> N
         print(f"{PROG}: run not appended to the history ({json_path} has it): {reason}", file=sys.stderr)
 
 
-def _measured_so_far(campaign: Campaign | ProcessCampaign | None) -> list[ComboResult]:
+def _measured_so_far(campaign: MeasuringCampaign | None) -> list[ComboResult]:
     """What an interrupted campaign had timed: the combos with at least one round (or finished process)."""
     if campaign is None:
         return []
@@ -380,20 +395,16 @@ def _interrupted(during: str, json_path: Path) -> int:
     return 130
 
 
-def _process_medians(campaign: ProcessCampaign) -> dict[str, dict[str, list[float]]]:
-    return {s.label: {c: campaign.process_medians(c, s) for c in campaign.combos} for s in campaign.sources}
-
-
-def _report_processes(campaign: ProcessCampaign, extras: dict[str, object]) -> int:
+def _report_processes(campaign: MeasuringCampaign, processes: int, extras: dict[str, object]) -> int:
     """Print the process medians and, for an A/B run, the verdicts; 1 if the working tree is slower."""
     _say(f"per-process medians ({campaign.sources[0].label}):")
     _say(format_table(bench_processes.spread_table(campaign)))
-    extras["process_medians_ms"] = _process_medians(campaign)
+    extras["process_medians_ms"] = bench_processes.process_medians(campaign)
     if len(campaign.sources) == 1:
         return 0
-    verdicts = bench_processes.ab_verdicts(campaign)
+    verdicts = ab_verdicts(campaign)
     tree, rev = campaign.sources
-    _say(f"A/B, {campaign.processes} processes a side: {tree.label} against {rev.label}")
+    _say(f"A/B, {processes} processes a side: {tree.label} against {rev.label}")
     _say(format_table(bench_processes.ab_table(verdicts, campaign.sources)))
     extras["comparisons"] = {
         combo: {"outcome": v.outcome, "threshold": v.tolerance, **v.comparison.as_dict()}
@@ -435,7 +446,7 @@ def _measure(campaign: Campaign, combos: Sequence[str], settings: CampaignSettin
         return campaign.run(show)
 
 
-def _kernel_mix(campaign: Campaign) -> dict[str, list[dict[str, object]]]:
+def _kernel_mix(campaign: MeasuringCampaign) -> dict[str, list[dict[str, object]]]:
     """Profile one more iteration of each combo; print and return GPU time by kernel category."""
     kernels_by_combo: dict[str, list[dict[str, object]]] = {}
     by_category = {}

@@ -1,24 +1,47 @@
-"""Every command-line option of the regression suite, declared and validated in one place."""
+"""Every command-line option of the regression suite, declared and validated in one place.
+
+The measurement settings (``--perf-warmup`` and the rest) come from their one declaration in
+:mod:`meddpm.measure.campaign.settings`, and the checks of the options ``meddpm-bench`` takes too (preset,
+combos, processes, a writable folder) from :mod:`meddpm.measure.campaign.inputs`, so the two commands accept
+and refuse the same values.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pytest
+import torch
 
 from meddpm.atomic import run_stamp, write_target
 from meddpm.errors import UserError
 from meddpm.history.append import history_target
 from meddpm.history.store import ENV_VAR as HISTORY_ENV_VAR
-from meddpm.judge.arch import validate_arch
+from meddpm.judge.arch import KNOWN_ARCHS, detect_arch, validate_arch
 from meddpm.measure.campaign import inputs
 from meddpm.measure.campaign.interleaved import CampaignSettings
-from meddpm.measure.campaign.settings import SUITE, add_settings, campaign_settings, default_of, given_settings
+from meddpm.measure.campaign.settings import (
+    SUITE,
+    add_settings,
+    campaign_settings,
+    check_count,
+    default_of,
+    given_settings,
+)
 from meddpm.measure.processes.campaign import AB_PROCESSES
 from meddpm.measure.profiling.ncu import CLOCK_CONTROLS, NcuSettings
 from meddpm.measure.profiling.ncu_metrics import DEFAULT_GROUPS, GROUPS
 from meddpm.run.combos import COMBOS
+
+if TYPE_CHECKING:
+    import pytest
+
+# Upper bounds of the counts both commands take: far above any useful run, yet low enough that a
+# typo (an extra zero) is refused at once instead of measuring for hours.
+MAX_WARMUP = 1000  # warm-up iterations per combo: about a minute of the paper preset on an H200
+MAX_ROUNDS = 10_000  # timed rounds: the adaptive rule stops far sooner
+MAX_PROCESSES = 32  # measuring processes (a side): each builds and warms every combo, tens of seconds on a GPU
 
 
 @dataclass(frozen=True)
@@ -97,7 +120,7 @@ def add_options(parser: pytest.Parser) -> None:
         "--arch",
         default=None,
         help="use this architecture's baselines and cases instead of the detected one "
-        "(v100, a100, h100, h200 or any key)",
+        "(v100, a100, h100, h200, or a key with a file in --baseline-dir)",
     )
     g.addoption("--preset", default=None, help="model preset (default: paper on a GPU, tiny on the CPU)")
     g.addoption(
@@ -113,7 +136,7 @@ def add_options(parser: pytest.Parser) -> None:
         choices=("on", "off"),
         default="on",
         help="on (default): after the rounds, each combo runs energy windows back to back until the card's "
-        "temperature holds over them (7-32 s a combo on an H200); off: time and memory only",
+        "temperature holds over them (seconds a combo: docs/energy.md); off: time and memory only",
     )
     g.addoption(
         "--perf-benchmark-rounds",
@@ -132,7 +155,8 @@ def add_options(parser: pytest.Parser) -> None:
         type=int,
         default=None,
         help="measure every case in N fresh processes (each its own CUDA context, autotuning and compilation) and "
-        f"judge the per-process medians (default: 1, in the pytest process; {AB_PROCESSES} a side with --compare-to)",
+        f"judge the per-process medians (default: 1, in the pytest process; {AB_PROCESSES} a side with --compare-to; "
+        f"at most {inputs.MAX_PROCESSES})",
     )
     g.addoption(
         "--compare-to",
@@ -170,8 +194,38 @@ def add_options(parser: pytest.Parser) -> None:
 
 
 def _at_least(option: str, value: int | None, minimum: int) -> None:
-    if value is not None and value < minimum:
-        raise UserError(f"{option} must be at least {minimum}, got {value}")
+    check_count(option, value, minimum)
+
+
+def _arch(name: str | None, baseline_dir: Path) -> str | None:
+    """``--arch``: a known architecture, one with a baseline file, or this machine's GPU; else a UserError.
+
+    Any other key would run cases that find no baseline and skip, a run that passes having judged nothing.
+    """
+    if name is None:
+        return None
+    validate_arch(name)
+    files = {p.stem for p in baseline_dir.glob("*.json")} if baseline_dir.is_dir() else set()
+    detected = {detect_arch(torch.device("cuda"))} if torch.cuda.is_available() else set()
+    known = sorted((set(KNOWN_ARCHS) | files | detected) - {"cpu"})
+    if name not in known:
+        raise UserError(
+            f"--arch {name!r} is not a known architecture; choose one of {', '.join(known)} (or leave it out: "
+            "the GPU is detected)"
+        )
+    return name
+
+
+def inapplicable_options(options: SuiteOptions, gpu_cases: int, ncu_cases: int) -> list[str]:
+    """One line per option given that has nothing to act on in this session's selection (e.g. ``-m cpu``)."""
+    lines = []
+    if options.arch is not None and not gpu_cases:
+        lines.append(f"--arch {options.arch} has no effect: no GPU case runs in this session (-m cpu, or no GPU)")
+    if not options.energy and not gpu_cases:
+        lines.append("--perf-energy=off has no effect: energy is measured on GPUs only, and no GPU case runs")
+    if options.ncu is not None and not ncu_cases:
+        lines.append("--ncu has no effect: no Nsight Compute case runs in this session (they need a GPU)")
+    return lines
 
 
 def _baseline_dir(config: pytest.Config, saving: bool) -> Path:
@@ -203,11 +257,12 @@ def parse_options(config: pytest.Config) -> SuiteOptions:
     inputs.writable_folder("--perf-results-dir", opt("--perf-results-dir"))
     for name in ("results.json", "summary.md"):  # a pipe or device there would be found only after measuring
         write_target(opt("--perf-results-dir") / name)
+    baseline_dir = _baseline_dir(config, saving)
     return SuiteOptions(
         save_baseline=saving,
         force_save=opt("--force-save-baseline"),
-        baseline_dir=_baseline_dir(config, saving),
-        arch=validate_arch(opt("--arch")) if opt("--arch") else None,
+        baseline_dir=baseline_dir,
+        arch=_arch(opt("--arch"), baseline_dir),
         preset=opt("--preset"),
         combos=inputs.parse_combos(opt("--combos")),
         batch_size=opt("--batch-size"),

@@ -12,9 +12,12 @@ from pathlib import Path
 
 from meddpm.atomic import write_target
 from meddpm.errors import UserError
+from meddpm.measure.campaign.settings import check_count
 from meddpm.measure.processes.campaign import AB_PROCESSES
 from meddpm.model.config import ModelConfig
 from meddpm.run.combos import COMBOS, get_combo
+
+MAX_PROCESSES = 32  # measuring processes (a side): each builds and warms every combo, tens of seconds on a GPU
 
 # CPU runs default to the combos that finish in seconds there: bf16 conv3d crawls on CPUs
 # (about 12 s per tiny iteration) and compilation needs minutes; TF32 does not exist there.
@@ -27,14 +30,20 @@ def preset_for(given: str | None, on_gpu: bool) -> ModelConfig:
 
 
 def parse_combos(spec: str | None) -> tuple[str, ...] | None:
-    """Combo names from ``--combos`` (comma-separated, or 'all'), checked; None where none was given."""
+    """Combo names from ``--combos`` (comma-separated, or 'all'), checked; None where none was given.
+
+    A name given twice is refused: the combo would be built and measured twice and show twice.
+    """
     if spec is None:
         return None
     names = tuple(COMBOS) if spec.strip() == "all" else tuple(n.strip() for n in spec.split(",") if n.strip())
     if not names:
-        raise UserError(f"--combos is empty; choose from {', '.join(COMBOS)} or 'all'")
+        raise UserError(f"no combos given in --combos; choose from {', '.join(COMBOS)} or 'all'")
     for name in names:
         get_combo(name)
+    twice = sorted({name for name in names if names.count(name) > 1}, key=names.index)
+    if twice:
+        raise UserError(f"--combos names {', '.join(twice)} more than once; give each combo once")
     return names
 
 
@@ -53,12 +62,14 @@ def revision(given: str | None) -> str | None:
 
 
 def process_count(option: str, given: int | None, compare_to: str | None) -> int:
-    """Measuring processes (a side, in an A/B run): the number given, else 1, or AB_PROCESSES with a revision."""
+    """Measuring processes (a side, in an A/B run): the number given, else 1, or AB_PROCESSES with a revision;
+    2 or more for an A/B run, MAX_PROCESSES at most."""
     count = given if given is not None else AB_PROCESSES if compare_to is not None else 1
     least = 2 if compare_to is not None else 1
     if count < least:
         why = " (an A/B needs a spread on each side)" if compare_to is not None else ""
         raise UserError(f"{option} must be at least {least}{why}, got {count}")
+    check_count(option, count, least, MAX_PROCESSES)
     return count
 
 

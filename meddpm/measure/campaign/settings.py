@@ -25,25 +25,39 @@ BENCH: Tool = "bench"
 OWN = "CampaignSettings' own"  # a default that is the CampaignSettings field's own default
 
 # GPU defaults of the suite and the bench. A process median is the unit of their verdicts, so it
-# should carry little noise of its own; 0.2 % costs `fast` some tens of rounds a process and leaves
-# the eager combos at their minimum (docs/statistics.md).
+# should carry little noise of its own: `fast`'s consecutive rounds correlate, and its median of the
+# minimum 5 rounds is uncertain by more than its medians differ between processes; a 0.2 % target
+# costs it seconds a process and leaves the eager combos at their 5 (the figures: docs/statistics.md).
 GPU_MEDIAN_PRECISION = 0.002
 GPU_MAX_ROUNDS = 500
+
+# Upper bounds of the counts both tools take: far above any useful run, yet low enough that a
+# typo (an extra zero) is refused at once instead of measuring for hours.
+MAX_WARMUP = 1000  # warm-up iterations per combo: about a minute of the paper preset on an H200
+MAX_ROUNDS = 10_000  # timed rounds: the adaptive rule stops far sooner
 
 Check = Callable[[str, Any, Mapping[str, Any]], None]  # (option, value, the values given by field)
 
 
-def _at_least(least: int) -> Check:
+def check_count(option: str, value: int | None, least: int, most: int | None = None) -> int | None:
+    """``value`` if it is None or within [least, most], else a one-line UserError naming ``option``."""
+    if value is not None and value < least:
+        raise UserError(f"{option} must be at least {least}, got {value}")
+    if value is not None and most is not None and value > most:
+        raise UserError(f"{option} must be at most {most}, got {value}; see --help for what it costs")
+    return value
+
+
+def _count(least: int, most: int) -> Check:
     def check(option: str, value: int, given: Mapping[str, Any]) -> None:
-        if value < least:
-            raise UserError(f"{option} must be at least {least}, got {value}")
+        check_count(option, value, least, most)
 
     return check
 
 
-def _at_least_min_rounds(option: str, value: int, given: Mapping[str, Any]) -> None:
+def _max_rounds(option: str, value: int, given: Mapping[str, Any]) -> None:
     least = given.get("min_rounds")  # not given: the default, CampaignSettings' in every tool
-    _at_least(CampaignSettings.min_rounds if least is None else least)(option, value, given)
+    check_count(option, value, CampaignSettings.min_rounds if least is None else least, MAX_ROUNDS)
 
 
 def _above_zero(option: str, value: float, given: Mapping[str, Any]) -> None:
@@ -97,8 +111,9 @@ SETTINGS: tuple[Setting, ...] = (
         "warmup",
         "warmup",
         int,
-        "untimed warm-up iterations per combo (default: {default}; never fewer than a combo's CUDA graphs need)",
-        _at_least(0),
+        "untimed warm-up iterations per combo (default: {default}; never fewer than a combo's CUDA graphs need; "
+        f"at most {MAX_WARMUP})",
+        _count(0, MAX_WARMUP),
         {SUITE: (OWN, 1), BENCH: (OWN, 1)},
         worker=True,
         adaptive=False,
@@ -107,8 +122,8 @@ SETTINGS: tuple[Setting, ...] = (
         "min-rounds",
         "min_rounds",
         int,
-        "timed rounds at least (default: {default}, the fewest that can reach p < 0.01)",
-        _at_least(1),
+        f"timed rounds at least (default: {{default}}, the fewest that can reach p < 0.01; at most {MAX_ROUNDS})",
+        _count(1, MAX_ROUNDS),
         {SUITE: (OWN, OWN), BENCH: (OWN, OWN)},
         worker=True,
     ),
@@ -116,8 +131,8 @@ SETTINGS: tuple[Setting, ...] = (
         "max-rounds",
         "max_rounds",
         int,
-        "timed rounds at most (default: {default}, and never fewer than the least)",
-        _at_least_min_rounds,
+        f"timed rounds at most (default: {{default}}, and never fewer than the least; at most {MAX_ROUNDS})",
+        _max_rounds,
         {SUITE: (GPU_MAX_ROUNDS, 8), BENCH: (GPU_MAX_ROUNDS, OWN)},
         worker=True,
         raised_to="min_rounds",
