@@ -104,7 +104,7 @@ def test_a_planted_slowdown_fails_and_a_clean_ab_passes(repo):
         (("--compare-to=HEAD~1",), "--compare-to: HEAD~1 (*) predates process-level measuring (it has no meddpm/me"),
         (("--compare-to=HEAD", "--save-baseline"), "--compare-to measures two revisions and saves neither; drop"),
         (("--compare-to= ",), "--compare-to is empty; give a commit, branch or tag"),
-        (("--compare-to=HEAD", "--perf-processes=1"), "--perf-processes must be at least 2, got 1"),
+        (("--compare-to=HEAD", "--perf-processes=1"), "--perf-processes must be at least 2 (an A/B needs a spread*"),
     ],
 )
 def test_bad_revisions_are_one_line_before_measuring(repo, args, message):

@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from meddpm import COMBOS, TrainStep, UserError
-from meddpm.measure.campaign.interleaved import CPU_DEFAULT_COMBOS, Campaign, CampaignSettings
+from meddpm.measure.campaign.inputs import CPU_DEFAULT_COMBOS
+from meddpm.measure.campaign.interleaved import Campaign, CampaignSettings
 
 
 def run(micro, **settings) -> Campaign:

@@ -34,7 +34,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "report": {"measure", "run", "model"},
     "suite": {"measure", "judge", "parity", "run", "model", "data", "report", "history", *PLUMBING},
     "history": {"measure", "judge", *PLUMBING},
-    "bench": {"measure", "judge", "run", "model", "data", "report", "history", "suite.options", *PLUMBING},
+    "bench": {"measure", "judge", "run", "model", "data", "report", "history", *PLUMBING},
     "top": {"model", "run", "bench", "errors"},  # meddpm/__init__.py (the public API) and __main__.py
 }
 # What the harness imports from the workload, by module: the surface a revision's workload must offer.

@@ -169,7 +169,7 @@ def test_a_corrupt_baseline_stops_the_session_before_measuring(suite):
         ("missing", False, "--baseline-dir */missing does not exist; fix the path, or create baselines with*"),
         ("a-file", False, "--baseline-dir */a-file is a file; point it at the folder that holds <arch>.json files"),
         ("a-file", True, "--baseline-dir */a-file is a file; point it at a folder"),
-        ("a-file/below", True, "--baseline-dir */a-file/below cannot be written (no write permission on *a-file)*"),
+        ("a-file/below", True, "--baseline-dir */a-file/below cannot be made: */a-file is a file; choose another*"),
     ],
 )
 def test_a_wrong_baseline_dir_is_refused_before_measuring(suite, where, saving, message):

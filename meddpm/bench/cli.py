@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -17,7 +16,7 @@ import torch.distributed
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from meddpm.atomic import run_stamp, write_json_atomic, write_target
+from meddpm.atomic import run_stamp, write_json_atomic
 from meddpm.bench import processes as bench_processes
 from meddpm.errors import UserError, drop_stdout, run_command
 from meddpm.history.append import append_results, history_target
@@ -26,16 +25,21 @@ from meddpm.history.store import DEFAULT_DB as HISTORY_DB
 from meddpm.history.store import ENV_VAR as HISTORY_ENV_VAR
 from meddpm.judge.ab import ab_verdicts
 from meddpm.judge.arch import detect_arch
-from meddpm.measure.campaign.interleaved import (
-    CPU_DEFAULT_COMBOS,
-    GPU_MAX_ROUNDS,
-    GPU_MEDIAN_PRECISION,
-    Campaign,
-    CampaignSettings,
-    ComboResult,
-)
+from meddpm.measure.campaign import inputs
+from meddpm.measure.campaign.interleaved import Campaign, CampaignSettings, ComboResult
 from meddpm.measure.campaign.interleaved import Progress as CampaignProgress
 from meddpm.measure.campaign.protocol import MeasuringCampaign
+from meddpm.measure.campaign.settings import (
+    BENCH,
+    MAX_ROUNDS,
+    add_settings,
+    campaign_settings,
+    check_count,
+    default_of,
+    given_settings,
+    namespace_reader,
+    offered,
+)
 from meddpm.measure.energy.sample import sample_with_energy
 from meddpm.measure.machine.environment import environment
 from meddpm.measure.machine.host_memory import host_memory_needed
@@ -54,7 +58,6 @@ from meddpm.report.tables import (
     results_table,
 )
 from meddpm.run.combos import COMBOS, get_combo
-from meddpm.suite.options import MAX_PROCESSES, MAX_ROUNDS, MAX_WARMUP, check_count, check_processes, parse_combos
 
 PROG = "meddpm-bench"
 JSON_SCHEMA = "meddpm-bench/3"
@@ -65,16 +68,6 @@ CPU_NOTE = (
     "note: CPU timings on a shared machine are indicative only (other processes take the cores, so runs minutes "
     "apart can differ several-fold and wide spreads are usual); regression verdicts and speedups need a GPU"
 )
-# The adaptive options' argparse names and the CampaignSettings fields they set.
-_ADAPTIVE = {
-    "min_rounds": "min_rounds",
-    "max_rounds": "max_rounds",
-    "rel_iqr": "rel_iqr_target",
-    "budget": "budget_s",
-    "median_precision": "median_precision",
-}
-# Adaptive defaults on a GPU where they differ from CampaignSettings' (the CPU's).
-_GPU_ADAPTIVE = {"max_rounds": GPU_MAX_ROUNDS, "median_precision": GPU_MEDIAN_PRECISION}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -85,8 +78,6 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    # The adaptive options default to None, so that the ones a user gave can be told apart.
-    defaults = CampaignSettings()
     p = _Parser(
         prog=PROG,
         description="Time Med-DDPM training iterations (forward, L1 loss, backward, Adam) per combo.",
@@ -95,42 +86,17 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--combos",
         help=f"comma-separated combos or 'all': {', '.join(COMBOS)} "
-        f"(default: all on a GPU, {','.join(CPU_DEFAULT_COMBOS)} on CPU)",
+        f"(default: all on a GPU, {','.join(inputs.CPU_DEFAULT_COMBOS)} on CPU)",
     )
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default: auto = cuda if present)")
     p.add_argument("--batch-size", type=int, default=1, help="volumes per iteration (default: 1)")
-    p.add_argument(
-        "--warmup",
-        type=int,
-        help="untimed warm-up iterations per combo (default: 3 on GPU, 1 on CPU; "
-        f"never fewer than a combo's CUDA graphs need; at most {MAX_WARMUP})",
-    )
     p.add_argument(
         "--iters",
         type=int,
         help=f"exactly this many timed rounds (default: adaptive on GPU, {CPU_DEFAULT_ITERS} on CPU "
         f"unless an adaptive option is given; at most {MAX_ROUNDS})",
     )
-    p.add_argument(
-        "--min-rounds", type=int, help=f"adaptive: at least this many rounds (default: {defaults.min_rounds})"
-    )
-    p.add_argument(
-        "--max-rounds",
-        type=int,
-        help=f"adaptive: at most this many rounds (default: {GPU_MAX_ROUNDS} on a GPU, {defaults.max_rounds} on CPU)",
-    )
-    p.add_argument(
-        "--rel-iqr",
-        type=float,
-        help=f"adaptive: stop once every combo's IQR/median is below ({defaults.rel_iqr_target})",
-    )
-    p.add_argument("--budget", type=float, help=f"adaptive: stop after this many seconds ({defaults.budget_s:.0f})")
-    p.add_argument(
-        "--median-precision",
-        type=float,
-        help="adaptive: a combo stops only once the standard error of its median, relative to it, is below this; "
-        f"0: no such rule (default: {GPU_MEDIAN_PRECISION} on a GPU, {defaults.median_precision:g} on CPU)",
-    )
+    add_settings(p.add_argument, BENCH)
     p.add_argument("--sample", action="store_true", help="also time one full reverse diffusion (all T steps) per combo")
     p.add_argument(
         "--kernel-mix", action="store_true", help="also profile one iteration per combo: GPU time by kernel category"
@@ -146,7 +112,7 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         help="measure every combo in N fresh processes (each its own CUDA context, autotuning and compilation) "
         f"and show the spread of their medians (default: 1, or {AB_PROCESSES} a side with --compare-to; "
-        f"at most {MAX_PROCESSES})",
+        f"at most {inputs.MAX_PROCESSES})",
     )
     p.add_argument(
         "--compare-to",
@@ -189,13 +155,6 @@ def resolve_device(name: str) -> torch.device:
     return device
 
 
-def resolve_combos(spec: str | None, on_gpu: bool) -> list[str]:
-    """Combo names from a comma-separated list (or 'all'), validated; None: all on a GPU, CPU_DEFAULT_COMBOS on CPU."""
-    if spec is None:
-        return list(COMBOS) if on_gpu else list(CPU_DEFAULT_COMBOS)
-    return list(parse_combos(spec))
-
-
 def _positive(name: str, value: int) -> int:
     if value < 1:
         raise UserError(f"{name} must be at least 1, got {value}")
@@ -204,17 +163,16 @@ def _positive(name: str, value: int) -> int:
 
 def _settings(args: argparse.Namespace, on_gpu: bool) -> CampaignSettings:
     """Fixed rounds for --iters (and on the CPU by default), else adaptive with the options given."""
-    check_count("--warmup", args.warmup, 0, MAX_WARMUP)
-    check_count("--min-rounds", args.min_rounds, 1, MAX_ROUNDS)
-    check_count("--max-rounds", args.max_rounds, args.min_rounds or 1, MAX_ROUNDS)
-    warmup = args.warmup if args.warmup is not None else (3 if on_gpu else 1)
-    adaptive = {field: getattr(args, name) for name, field in _ADAPTIVE.items() if getattr(args, name) is not None}
+    given = given_settings(namespace_reader(args), BENCH)
+    adaptive = [s.option("") for s in offered(BENCH) if s.adaptive and given[s.field] is not None]
     if args.iters is not None and adaptive:
-        given = ", ".join(f"--{name.replace('_', '-')}" for name in _ADAPTIVE if getattr(args, name) is not None)
-        raise UserError(f"--iters fixes the number of rounds, so {given} would be ignored; give one or the other")
+        raise UserError(
+            f"--iters fixes the number of rounds, so {', '.join(adaptive)} would be ignored; give one or the other"
+        )
     if args.iters is None and (on_gpu or adaptive):
-        return CampaignSettings(warmup=warmup, **{**(_GPU_ADAPTIVE if on_gpu else {}), **adaptive})
+        return campaign_settings(given, BENCH, on_gpu)
     iters = check_count("--iters", args.iters if args.iters is not None else CPU_DEFAULT_ITERS, 1, MAX_ROUNDS)
+    warmup = given["warmup"] if given["warmup"] is not None else default_of("warmup", BENCH, on_gpu)
     return CampaignSettings(warmup=warmup, min_rounds=iters, max_rounds=iters)
 
 
@@ -251,22 +209,7 @@ def _json_path(given: str | None, preset: str) -> Path:
         while path.exists():
             n += 1
             path = path.with_name(f"{stem}-{n}.json")
-    if path.is_dir():
-        raise UserError(f"{path} is a directory; give --json a file path such as {path / 'results.json'}")
-    target = write_target(path)  # a device, a pipe or a link to one is refused before measuring
-    # The writer makes missing folders, so the nearest one that exists is where writing is decided.
-    folder = next(p for p in (target.parent, *target.parent.parents) if p.exists())
-    if not folder.is_dir():
-        raise UserError(f"cannot write the results to {path}: {folder} is a file; give another --json path")
-    # A probe file, not os.access: permission bits say nothing of read-only mounts, ACLs or root.
-    try:
-        fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".probe", dir=folder)
-    except OSError as exc:
-        raise UserError(
-            f"cannot write the results to {path}: {exc.strerror} in {folder}; give a writable --json path"
-        ) from None
-    os.close(fd)
-    os.unlink(probe)
+    inputs.writable_file("--json", path, "the results")
     return path
 
 
@@ -318,15 +261,14 @@ def run(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     device = resolve_device(args.device)
     on_gpu = device.type == "cuda"
-    config = ModelConfig.preset(args.preset or ("paper" if on_gpu else "tiny"))
-    combos = resolve_combos(args.combos, on_gpu)
+    config = inputs.preset_for(args.preset, on_gpu)
+    combos = inputs.combos_for(inputs.parse_combos(args.combos), on_gpu)
     batch = _positive("--batch-size", args.batch_size)
     settings = _settings(args, on_gpu)
     _check_extras(args, device)
     process_plan = bench_processes.plan(
         args.processes, args.compare_to, kernel_mix=args.kernel_mix, sample=args.sample, gpus=args.gpus
     )
-    check_processes("--processes", args.processes, args.compare_to)  # the suite's bound on --perf-processes
     json_path = _json_path(args.json, config.name)
     history = history_target(args.history or None, HISTORY_DB if args.history == "" else None)
     if not on_gpu:

@@ -23,9 +23,10 @@ import torch
 
 from meddpm.errors import UserError
 from meddpm.judge.verdict import Verdict
+from meddpm.measure.campaign.inputs import process_count, revision
 from meddpm.measure.campaign.interleaved import CampaignSettings
 from meddpm.measure.campaign.protocol import MeasuringCampaign, Progress, Source
-from meddpm.measure.processes.campaign import AB_PROCESSES, ProcessCampaign
+from meddpm.measure.processes.campaign import ProcessCampaign
 from meddpm.measure.processes.revision import checkout_root, resolve_revision, sources
 from meddpm.measure.statistics.compare import between_process_spread
 from meddpm.model.config import ModelConfig
@@ -46,17 +47,10 @@ class ProcessPlan:
 
 def plan(processes: int | None, compare_to: str | None, *, kernel_mix: bool, sample: bool, gpus: int) -> ProcessPlan:
     """The process plan of the options given, checked now: a bad REV is one line, not minutes later."""
+    compare_to = revision(compare_to)
     if compare_to is not None:
-        if not compare_to.strip():
-            raise UserError("--compare-to is empty; give a commit, branch or tag, e.g. --compare-to origin/main")
-        compare_to = compare_to.strip()
         resolve_revision(compare_to, checkout_root())
-    count = processes if processes is not None else AB_PROCESSES if compare_to is not None else 1
-    least = 2 if compare_to is not None else 1
-    if count < least:
-        why = " (an A/B needs a spread on each side)" if compare_to is not None else ""
-        raise UserError(f"--processes must be at least {least}{why}, got {count}")
-    result = ProcessPlan(count, compare_to)
+    result = ProcessPlan(process_count("--processes", processes, compare_to), compare_to)
     if result.active and kernel_mix:
         raise UserError("--kernel-mix profiles the models of this process; drop it or --processes/--compare-to")
     if compare_to is not None and (sample or gpus):

@@ -1,13 +1,13 @@
 """Every command-line option of the regression suite, declared and validated in one place.
 
-The checks of options that ``meddpm-bench`` declares too (combos, warm-up, rounds, processes)
-are the functions both call, so the two commands accept and refuse the same values. pytest is
-imported for type hints only: the bench imports this module and does not depend on pytest.
+The measurement settings (``--perf-warmup`` and the rest) come from their one declaration in
+:mod:`meddpm.measure.campaign.settings`, and the checks of the options ``meddpm-bench`` takes too (preset,
+combos, processes, a writable folder) from :mod:`meddpm.measure.campaign.inputs`, so the two commands accept
+and refuse the same values.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,17 +19,20 @@ from meddpm.errors import UserError
 from meddpm.history.append import history_target
 from meddpm.history.store import ENV_VAR as HISTORY_ENV_VAR
 from meddpm.judge.arch import KNOWN_ARCHS, detect_arch, validate_arch
-from meddpm.measure.campaign.interleaved import (
-    CPU_DEFAULT_COMBOS,
-    GPU_MAX_ROUNDS,
-    GPU_MEDIAN_PRECISION,
-    CampaignSettings,
+from meddpm.measure.campaign import inputs
+from meddpm.measure.campaign.interleaved import CampaignSettings
+from meddpm.measure.campaign.settings import (
+    SUITE,
+    add_settings,
+    campaign_settings,
+    check_count,
+    default_of,
+    given_settings,
 )
 from meddpm.measure.processes.campaign import AB_PROCESSES
 from meddpm.measure.profiling.ncu import CLOCK_CONTROLS, NcuSettings
 from meddpm.measure.profiling.ncu_metrics import DEFAULT_GROUPS, GROUPS
-from meddpm.model.config import ModelConfig
-from meddpm.run.combos import COMBOS, get_combo
+from meddpm.run.combos import COMBOS
 
 if TYPE_CHECKING:
     import pytest
@@ -53,7 +56,7 @@ class SuiteOptions:
     combos: tuple[str, ...] | None
     batch_size: int
     warmup: int | None
-    min_rounds: int
+    min_rounds: int  # the same default on every device, so resolved when parsed
     max_rounds: int | None
     rel_iqr: float | None
     budget_s: float | None
@@ -65,7 +68,7 @@ class SuiteOptions:
     history: str | None = None  # the history database the run is appended to; None: none
     median_precision: float | None = None  # None: the device's default
     energy: bool = True  # an energy block per combo (counter windows until the temperature holds)
-    energy_bound: float = 0.02  # the counter bound each energy block is planned to (CampaignSettings.energy_error)
+    energy_bound: float | None = None  # the counter bound each energy block is planned to; None: the suite's default
     run_stamp: str = field(default_factory=run_stamp)  # names this run's own results file
 
     @property
@@ -80,31 +83,24 @@ class SuiteOptions:
 
     def preset_for(self, on_gpu: bool) -> str:
         """``--preset``, else paper on a GPU and tiny on the CPU."""
-        return self.preset or ("paper" if on_gpu else "tiny")
+        return inputs.preset_for(self.preset, on_gpu).name
 
     def combos_for(self, on_gpu: bool) -> tuple[str, ...]:
         """``--combos``, else all of them on a GPU and the quick ones on the CPU."""
-        return self.combos or (tuple(COMBOS) if on_gpu else CPU_DEFAULT_COMBOS)
+        return inputs.combos_for(self.combos, on_gpu)
 
     def campaign_settings(self, on_gpu: bool) -> CampaignSettings:
-        """Measurement settings, with device-dependent defaults where no option was given."""
-
-        def pick(value, gpu_default, cpu_default):
-            return value if value is not None else (gpu_default if on_gpu else cpu_default)
-
-        max_default = max(self.min_rounds, GPU_MAX_ROUNDS if on_gpu else 8)
-        return CampaignSettings(
-            warmup=pick(self.warmup, 3, 1),
-            min_rounds=self.min_rounds,
-            max_rounds=pick(self.max_rounds, max_default, max_default),
-            # CPU runners share cores with everything else; they rarely get under 3 %.
-            rel_iqr_target=pick(self.rel_iqr, 0.03, 0.25),
-            budget_s=pick(self.budget_s, 600.0, 60.0),
-            # Off on CPU runners: their rounds spread 25 % and would run to the limit.
-            median_precision=pick(self.median_precision, GPU_MEDIAN_PRECISION, 0.0),
-            energy=self.energy,
-            energy_error=self.energy_bound,
-        )
+        """Measurement settings, with the suite's defaults for the device where no option was given."""
+        given = {
+            "warmup": self.warmup,
+            "min_rounds": self.min_rounds,
+            "max_rounds": self.max_rounds,
+            "rel_iqr_target": self.rel_iqr,
+            "budget_s": self.budget_s,
+            "median_precision": self.median_precision,
+            "energy_error": self.energy_bound,
+        }
+        return campaign_settings(given, SUITE, on_gpu, energy=self.energy)
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -127,57 +123,20 @@ def add_options(parser: pytest.Parser) -> None:
         "(v100, a100, h100, h200, or a key with a file in --baseline-dir)",
     )
     g.addoption("--preset", default=None, help="model preset (default: paper on a GPU, tiny on the CPU)")
-    g.addoption("--combos", default=None, help=f"comma-separated combos (default: all on GPU); {', '.join(COMBOS)}")
+    g.addoption(
+        "--combos",
+        default=None,
+        help=f"comma-separated combos or 'all': {', '.join(COMBOS)} "
+        f"(default: all on a GPU, {','.join(inputs.CPU_DEFAULT_COMBOS)} on the CPU)",
+    )
     g.addoption("--batch-size", type=int, default=1, help="volumes per iteration (default: 1)")
-    g.addoption(
-        "--perf-warmup",
-        type=int,
-        default=None,
-        help="warm-up iterations per combo (default: 3 GPU, 1 CPU; never fewer than a combo's CUDA graphs need; "
-        f"at most {MAX_WARMUP})",
-    )
-    g.addoption(
-        "--perf-min-rounds",
-        type=int,
-        default=5,
-        help=f"timed rounds at least (default: 5, the fewest that can reach p < 0.01; at most {MAX_ROUNDS})",
-    )
-    g.addoption(
-        "--perf-max-rounds", type=int, default=None, help=f"timed rounds at most (default: {GPU_MAX_ROUNDS} GPU, 8 CPU)"
-    )
-    g.addoption(
-        "--perf-rel-iqr",
-        type=float,
-        default=None,
-        help="stop once every combo's IQR/median is below this (default: 0.03 GPU, 0.25 CPU)",
-    )
-    g.addoption(
-        "--perf-budget",
-        type=float,
-        default=None,
-        help="seconds of timed rounds per preset at most (default: 600 GPU, 60 CPU)",
-    )
-    g.addoption(
-        "--perf-median-precision",
-        type=float,
-        default=None,
-        help="a combo stops only once the standard error of its median, relative to it, is below this; 0: no such "
-        f"rule (default: {GPU_MEDIAN_PRECISION} GPU, 0 CPU)",
-    )
+    add_settings(g.addoption, SUITE, prefix="perf-")
     g.addoption(
         "--perf-energy",
         choices=("on", "off"),
         default="on",
         help="on (default): after the rounds, each combo runs energy windows back to back until the card's "
         "temperature holds over them (seconds a combo: docs/energy.md); off: time and memory only",
-    )
-    g.addoption(
-        "--perf-energy-bound",
-        type=float,
-        default=SuiteOptions.energy_bound,
-        help="plan each energy block so the counter's steps err by at most this share of its energy (default: "
-        f"{SuiteOptions.energy_bound}: with the default 10%% energy threshold, two such bounds leave 6%% to the runs' "
-        "spreads; a block lasts 0.125 s / bound at a 100 ms counter period)",
     )
     g.addoption(
         "--perf-benchmark-rounds",
@@ -195,9 +154,9 @@ def add_options(parser: pytest.Parser) -> None:
         "--perf-processes",
         type=int,
         default=None,
-        help="measure every case in N fresh processes (each its own CUDA context, autotuning and compilation) "
-        "and judge the per-process medians (default: 1, in the pytest process; 5 a side with --compare-to; "
-        f"at most {MAX_PROCESSES})",
+        help="measure every case in N fresh processes (each its own CUDA context, autotuning and compilation) and "
+        f"judge the per-process medians (default: 1, in the pytest process; {AB_PROCESSES} a side with --compare-to; "
+        f"at most {inputs.MAX_PROCESSES})",
     )
     g.addoption(
         "--compare-to",
@@ -234,40 +193,8 @@ def add_options(parser: pytest.Parser) -> None:
     )
 
 
-def parse_combos(spec: str) -> tuple[str, ...]:
-    """The combos of a ``--combos`` value (comma-separated names, or 'all'), or a one-line UserError.
-
-    A name given twice is refused: the combo would be built and measured twice and show twice.
-    """
-    names = tuple(COMBOS) if spec.strip() == "all" else tuple(n.strip() for n in spec.split(",") if n.strip())
-    if not names:
-        raise UserError(f"no combos given in --combos; choose from {', '.join(COMBOS)} or 'all'")
-    for name in names:
-        get_combo(name)
-    twice = sorted({name for name in names if names.count(name) > 1}, key=names.index)
-    if twice:
-        raise UserError(f"--combos names {', '.join(twice)} more than once; give each combo once")
-    return names
-
-
-def check_count(option: str, value: int | None, minimum: int, maximum: int | None = None) -> int | None:
-    """``value`` if it is None or within [minimum, maximum], else a one-line UserError."""
-    if value is not None and value < minimum:
-        raise UserError(f"{option} must be at least {minimum}, got {value}")
-    if value is not None and maximum is not None and value > maximum:
-        raise UserError(f"{option} must be at most {maximum}, got {value}; see --help for what it costs")
-    return value
-
-
 def _at_least(option: str, value: int | None, minimum: int) -> None:
     check_count(option, value, minimum)
-
-
-def check_processes(option: str, given: int | None, compare_to: str | None) -> int:
-    """Measuring processes (a side with --compare-to): the default when not given, 2 or more for an A/B run."""
-    processes = given if given is not None else AB_PROCESSES if compare_to is not None else 1
-    check_count(option, processes, 2 if compare_to is not None else 1, MAX_PROCESSES)
-    return processes
 
 
 def _arch(name: str | None, baseline_dir: Path) -> str | None:
@@ -301,21 +228,12 @@ def inapplicable_options(options: SuiteOptions, gpu_cases: int, ncu_cases: int) 
     return lines
 
 
-def _writable_folder(option: str, path: Path) -> None:
-    """A UserError unless ``path`` is a folder that exists or can be made, and can be written to."""
-    if path.exists() and not path.is_dir():
-        raise UserError(f"{option} {path} is a file; point it at a folder")
-    existing = next(p for p in (path, *path.parents) if p.exists())
-    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
-        raise UserError(f"{option} {path} cannot be written (no write permission on {existing}); choose another folder")
-
-
 def _baseline_dir(config: pytest.Config, saving: bool) -> Path:
     """``--baseline-dir`` (else ``<rootdir>/baselines``), checked now rather than after the measurements."""
     given = config.getoption("--baseline-dir")
     path = given or Path(config.rootpath) / "baselines"
     if saving:
-        _writable_folder("--baseline-dir", path)
+        inputs.writable_folder("--baseline-dir", path)
     elif path.exists() and not path.is_dir():
         raise UserError(f"--baseline-dir {path} is a file; point it at the folder that holds <arch>.json files")
     elif given and not path.exists():
@@ -328,24 +246,15 @@ def parse_options(config: pytest.Config) -> SuiteOptions:
     """The suite's options from ``config``, or a one-line UserError naming the bad one."""
     opt = config.getoption
     if opt("--preset") is not None:
-        ModelConfig.preset(opt("--preset"))  # raises the unknown-preset error
+        inputs.preset_for(opt("--preset"), on_gpu=True)  # raises the unknown-preset error
     _at_least("--batch-size", opt("--batch-size"), 1)
-    check_count("--perf-warmup", opt("--perf-warmup"), 0, MAX_WARMUP)
-    check_count("--perf-min-rounds", opt("--perf-min-rounds"), 1, MAX_ROUNDS)
-    check_count("--perf-max-rounds", opt("--perf-max-rounds"), opt("--perf-min-rounds"), MAX_ROUNDS)
     _at_least("--perf-benchmark-rounds", opt("--perf-benchmark-rounds"), 1)
-    for name in ("--perf-rel-iqr", "--perf-budget"):
-        if opt(name) is not None and not opt(name) > 0:
-            raise UserError(f"{name} must be above 0, got {opt(name)}")
-    precision = opt("--perf-median-precision")
-    if precision is not None and not 0 <= precision < 1:
-        raise UserError(f"--perf-median-precision must be 0 (off) or between 0 and 1, got {precision}")
-    if not 0 < opt("--perf-energy-bound") < 1:
-        raise UserError(f"--perf-energy-bound must be between 0 and 1, e.g. 0.02, got {opt('--perf-energy-bound')}")
+    settings = given_settings(opt, SUITE, prefix="perf-")
     saving = opt("--save-baseline") or opt("--force-save-baseline")
+    compare_to = _revision(opt("--compare-to"), saving)
     if saving and opt("--perf-energy") == "off":
         raise UserError("--save-baseline stores energy too, which --perf-energy=off skips; drop one of them")
-    _writable_folder("--perf-results-dir", opt("--perf-results-dir"))
+    inputs.writable_folder("--perf-results-dir", opt("--perf-results-dir"))
     for name in ("results.json", "summary.md"):  # a pipe or device there would be found only after measuring
         write_target(opt("--perf-results-dir") / name)
     baseline_dir = _baseline_dir(config, saving)
@@ -355,33 +264,30 @@ def parse_options(config: pytest.Config) -> SuiteOptions:
         baseline_dir=baseline_dir,
         arch=_arch(opt("--arch"), baseline_dir),
         preset=opt("--preset"),
-        combos=parse_combos(opt("--combos")) if opt("--combos") is not None else None,
+        combos=inputs.parse_combos(opt("--combos")),
         batch_size=opt("--batch-size"),
-        warmup=opt("--perf-warmup"),
-        min_rounds=opt("--perf-min-rounds"),
-        max_rounds=opt("--perf-max-rounds"),
-        rel_iqr=opt("--perf-rel-iqr"),
-        budget_s=opt("--perf-budget"),
-        median_precision=opt("--perf-median-precision"),
+        warmup=settings["warmup"],
+        min_rounds=settings["min_rounds"] or default_of("min_rounds", SUITE, on_gpu=True),
+        max_rounds=settings["max_rounds"],
+        rel_iqr=settings["rel_iqr_target"],
+        budget_s=settings["budget_s"],
+        median_precision=settings["median_precision"],
         energy=opt("--perf-energy") == "on",
-        energy_bound=opt("--perf-energy-bound"),
+        energy_bound=settings["energy_error"],
         benchmark_rounds=opt("--perf-benchmark-rounds"),
         results_dir=opt("--perf-results-dir"),
         ncu=_ncu_settings(config) if opt("--ncu") else None,
-        processes=check_processes("--perf-processes", opt("--perf-processes"), opt("--compare-to")),
-        compare_to=_revision(opt("--compare-to"), saving),
+        compare_to=compare_to,
+        processes=inputs.process_count("--perf-processes", opt("--perf-processes"), compare_to),
         history=history_target(opt("--history")),
     )
 
 
 def _revision(rev: str | None, saving: bool) -> str | None:
-    if rev is None:
-        return None
-    if not rev.strip():
-        raise UserError("--compare-to is empty; give a commit, branch or tag, e.g. --compare-to=origin/main")
-    if saving:
+    rev = inputs.revision(rev)
+    if rev is not None and saving:
         raise UserError("--compare-to measures two revisions and saves neither; drop --save-baseline or --compare-to")
-    return rev.strip()
+    return rev
 
 
 def _ncu_settings(config: pytest.Config) -> NcuSettings:
@@ -393,6 +299,6 @@ def _ncu_settings(config: pytest.Config) -> NcuSettings:
         groups=groups,
         replay=opt("--ncu-replay"),
         clock_control=opt("--ncu-clock-control"),
-        warmup=opt("--perf-warmup") if opt("--perf-warmup") is not None else 3,
+        warmup=opt("--perf-warmup") if opt("--perf-warmup") is not None else default_of("warmup", SUITE, on_gpu=True),
         timeout_s=opt("--ncu-timeout"),
     )

@@ -37,19 +37,9 @@ from meddpm.model.config import ModelConfig
 from meddpm.run.combos import Combo
 from meddpm.run.train import TrainStep
 
-# GPU defaults of the suite and the bench. A process median is the unit of their verdicts, so it
-# should carry little noise of its own: `fast`'s consecutive rounds correlate, and its median of the
-# minimum 5 rounds is uncertain by more than its medians differ between processes; a 0.2 % target
-# costs it seconds a process and leaves the eager combos at their 5 (the figures: docs/statistics.md).
-GPU_MEDIAN_PRECISION = 0.002
-GPU_MAX_ROUNDS = 500
 # The median's standard error is judged only after this much timed time per combo: estimated from a
 # handful of rounds it reads too low (docs/statistics.md).
 _PRECISION_MIN_TIMED_S = 1.0
-
-# CPU runs default to the combos that finish in seconds there: bf16 conv3d crawls on CPUs
-# (about 12 s per tiny iteration) and compilation needs minutes; TF32 does not exist there.
-CPU_DEFAULT_COMBOS = ("baseline", "opt2")
 
 # What the CPU allocator says when a request cannot be met (Linux, then Windows wording).
 _CPU_OUT_OF_MEMORY = ("DefaultCPUAllocator: can't allocate memory", "DefaultCPUAllocator: not enough memory")

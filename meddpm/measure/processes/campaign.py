@@ -28,6 +28,7 @@ from meddpm.errors import UserError
 from meddpm.measure.campaign.interleaved import CampaignSettings
 from meddpm.measure.campaign.protocol import Progress, Source
 from meddpm.measure.campaign.result import ComboResult, ComboRuns
+from meddpm.measure.campaign.settings import worker_arguments
 from meddpm.measure.energy.counter import BlockEnergy
 from meddpm.measure.machine.nvml import GpuState
 from meddpm.measure.statistics.descriptive import Stats
@@ -174,9 +175,7 @@ class ProcessCampaign:
                 "-m",
                 worker_module(source.root),
                 *("--preset", self.config.name, "--combos", ",".join(self.combos), "--device", str(self.device)),
-                *("--batch-size", str(self.batch_size), "--warmup", str(s.warmup)),
-                *("--min-rounds", str(s.min_rounds), "--max-rounds", str(s.max_rounds)),
-                *("--rel-iqr", str(s.rel_iqr_target), "--budget", str(s.budget_s), "--out", str(out)),
+                *("--batch-size", str(self.batch_size), *worker_arguments(s), "--out", str(out)),
             ]
             env = {
                 **os.environ,

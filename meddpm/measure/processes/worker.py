@@ -28,6 +28,7 @@ import torch
 import meddpm
 from meddpm.errors import UserError
 from meddpm.measure.campaign.interleaved import Campaign, CampaignSettings
+from meddpm.measure.campaign.settings import add_worker_settings, worker_settings
 from meddpm.measure.machine.environment import environment
 from meddpm.measure.processes.campaign import ENERGY_BLOCKS, ENERGY_ERROR, MEDIAN_PRECISION, WORKER_SCHEMA
 from meddpm.model.config import ModelConfig
@@ -40,11 +41,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--combos", required=True, help="comma-separated combo names")
     p.add_argument("--device", required=True, help="cpu or cuda:N")
     p.add_argument("--batch-size", type=int, default=1)
-    p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--min-rounds", type=int, default=5)
-    p.add_argument("--max-rounds", type=int, default=30)
-    p.add_argument("--rel-iqr", type=float, default=0.02)
-    p.add_argument("--budget", type=float, default=300.0)
+    add_worker_settings(p)  # warm-up and rounds, with CampaignSettings' defaults
     p.add_argument("--out", type=Path, required=True)
     return p
 
@@ -55,14 +52,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     device = torch.device(args.device)
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    settings = CampaignSettings(
-        warmup=args.warmup,
-        min_rounds=args.min_rounds,
-        max_rounds=args.max_rounds,
-        rel_iqr_target=args.rel_iqr,
-        budget_s=args.budget,
+    settings = worker_settings(
+        args,
         energy=os.environ.get(ENERGY_BLOCKS, "1") != "0",
-        median_precision=float(os.environ.get(MEDIAN_PRECISION) or 0),
+        median_precision=float(os.environ.get(MEDIAN_PRECISION) or CampaignSettings.median_precision),
         energy_error=float(os.environ.get(ENERGY_ERROR) or CampaignSettings.energy_error),
     )
     combos = [get_combo(name) for name in args.combos.split(",")]
