@@ -209,12 +209,12 @@ class HistoryStore:
         config = Config()
         config.set_main_option("script_location", str(MIGRATIONS))
         scripts = _scripts()
-        # A read first: an up-to-date database, the usual case, needs no write lock.
+        # A read first: an up-to-date database, the usual case, needs no write lock. What else it holds is
+        # judged only under the lock: unlocked, another runner's migration can commit between reading the
+        # schema revision (none yet) and listing the tables (there now), and pass for a foreign database.
         with self.engine.connect() as connection:
-            current = MigrationContext.configure(connection).get_current_revision()
-            if current == scripts.get_current_head():
+            if MigrationContext.configure(connection).get_current_revision() == scripts.get_current_head():
                 return
-            self._refuse_foreign(connection, current, scripts, create=create)
         with self.engine.execution_options(write=True).begin() as connection:
             if connection.dialect.name == "postgresql":
                 connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK})
