@@ -10,8 +10,9 @@ runner's NCCL environment applies as it is set.
 import pytest
 import torch
 
+from meddpm.measure.processes.ddp import run_ddp, scaling_efficiency
 from meddpm.parity.bounds import load_bounds
-from meddpm.run.distributed import check_parity, run_ddp, scaling_efficiency
+from meddpm.parity.ddp import check_parity
 from meddpm.suite.cases import PerfCase
 from meddpm.suite.session import SuiteRun
 

@@ -10,9 +10,9 @@ import math
 
 import pytest
 
+from meddpm.measure.campaign.sampling import time_sampling
 from meddpm.model.config import ModelConfig
 from meddpm.run.combos import get_combo
-from meddpm.run.sampling import time_sampling
 from meddpm.suite.cases import PerfCase
 from meddpm.suite.session import SuiteRun
 

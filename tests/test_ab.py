@@ -192,7 +192,7 @@ def test_a_revision_that_cannot_be_checked_out_is_one_line_for_every_case(suite_
     def refused(rev, root):
         raise UserError(f"--compare-to: git could not check {rev} out into /tmp/checkout")
 
-    monkeypatch.setattr("meddpm.suite.measuring.revision", refused)
+    monkeypatch.setattr("meddpm.measure.processes.revision.revision", refused)
     measuring = Measuring(suite_options(compare_to="HEAD", processes=2), None, lambda line: None)
     for _ in range(2):  # every case of the campaign reports the same line
         with pytest.raises(UserError, match="could not check HEAD out"):

@@ -100,3 +100,18 @@ def test_run_stamps_differ_between_processes_and_calls(monkeypatch):
     first = run_stamp()
     monkeypatch.setattr(os, "getpid", lambda: 424242)
     assert first != run_stamp() and run_stamp().endswith("-424242")
+
+
+def test_json_written_whole_or_not_at_all(tmp_path):
+    path = tmp_path / "out" / "r.json"
+    write_json_atomic(path, {"a": 1})
+    assert json.loads(path.read_text()) == {"a": 1}
+
+    class Unserialisable:
+        def __str__(self):
+            raise RuntimeError("crash while writing")
+
+    with pytest.raises(RuntimeError, match="crash while writing"):
+        write_json_atomic(path, {"a": 2, "b": Unserialisable()})
+    assert json.loads(path.read_text()) == {"a": 1}  # the old file is intact
+    assert [p.name for p in path.parent.iterdir()] == ["r.json"]  # no temporary left behind

@@ -13,9 +13,9 @@ from meddpm.bench.cli import main
 from meddpm.errors import UserError
 from meddpm.measure.campaign.interleaved import CPU_DEFAULT_COMBOS, CampaignSettings, ComboResult, Progress
 from meddpm.measure.processes.campaign import ProcessCampaign
+from meddpm.measure.processes.ddp import DdpResult
 from meddpm.report.tables import ddp_table
 from meddpm.run.combos import COMBOS, get_combo
-from meddpm.run.distributed import DdpResult
 
 
 def combo_result(combo: str, samples_ms: list[float], warmup_ms=(), settings=None) -> ComboResult:

@@ -102,3 +102,66 @@ def test_nifti_pair_with_different_shapes_is_refused(tmp_path):
     assert "\n" not in message
     assert str(tmp_path / "img.nii.gz") in message and str(tmp_path / "msk.nii.gz") in message
     assert "(8, 8, 6)" in message and "(8, 8, 8)" in message
+
+
+def _pair(tmp_path, mask_affine, labels=None):
+    image = np.linspace(0, 1, 8 * 8 * 8, dtype=np.float32).reshape(8, 8, 8)
+    if labels is None:
+        labels = np.zeros((8, 8, 8), dtype=np.uint8)
+        labels[2:6, 2:6, 2:6] = 1
+    nibabel.save(nibabel.Nifti1Image(image, np.eye(4)), str(tmp_path / "img.nii.gz"))
+    nibabel.save(nibabel.Nifti1Image(labels, mask_affine), str(tmp_path / "msk.nii.gz"))
+    return tmp_path / "img.nii.gz", tmp_path / "msk.nii.gz"
+
+
+@pytest.mark.parametrize(
+    "affine, words",
+    [
+        (np.diag([-1.0, 1.0, 1.0, 1.0]), "LAS (1, 1, 1) mm"),  # flipped left-right
+        (np.diag([2.0, 2.0, 2.0, 1.0]), "RAS (2, 2, 2) mm"),  # 2 mm voxels
+    ],
+)
+def test_nifti_pair_on_another_grid_is_refused(tmp_path, affine, words):
+    from meddpm.data.nifti import load_pair
+
+    image, mask = _pair(tmp_path, affine)
+    with pytest.raises(UserError) as info:
+        load_pair(image, mask, volume=(8, 8, 8))
+    message = str(info.value)
+    assert "\n" not in message and str(image) in message and str(mask) in message
+    assert "RAS (1, 1, 1) mm" in message and words in message and "resample the mask onto the image's grid" in message
+
+
+def test_nifti_affines_agree_within_float_noise(tmp_path):
+    from meddpm.data.nifti import load_pair
+
+    noisy = np.eye(4)
+    noisy[:3, :3] += 1e-6
+    noisy[:3, 3] = [1e-5, -1e-5, 0.0]
+    _, mask = load_pair(*_pair(tmp_path, noisy), volume=(8, 8, 8))
+    assert mask.shape == (2, 8, 8, 8)
+
+
+def test_nifti_empty_and_fractional_masks_are_refused(tmp_path):
+    from meddpm.data.nifti import load_labels, load_pair
+
+    with pytest.raises(UserError, match=r"msk\.nii\.gz: every voxel is 0 \(background\); a mask needs brain or"):
+        load_pair(*_pair(tmp_path, np.eye(4), np.zeros((8, 8, 8), dtype=np.uint8)), volume=(8, 8, 8))
+    blurred = np.zeros((8, 8, 8), dtype=np.float32)
+    blurred[2:6, 2:6, 2:6] = 1
+    blurred[2, 2, 2] = 0.5  # a mask resampled with linear interpolation
+    _write(tmp_path / "blur.nii.gz", blurred)
+    with pytest.raises(UserError, match=r"blur\.nii\.gz: 1 of 512 voxels hold fractional labels \(e\.g\. 0\.5\)"):
+        load_labels(tmp_path / "blur.nii.gz", (8, 8, 8))
+
+
+@pytest.mark.parametrize("volume", [(0, 16, 16), (16, 16), (16, 16, 16, 16), (-1, 8, 8)])
+def test_nifti_bad_volume_is_a_one_line_error(tmp_path, volume):
+    from meddpm.data.nifti import load_image, load_labels, load_pair
+
+    image, mask = _pair(tmp_path, np.eye(4))
+    for load in (lambda: load_image(image, volume), lambda: load_labels(mask, volume)):
+        with pytest.raises(UserError, match=r"volume must be three sizes \(D, H, W\) of at least 1 voxel"):
+            load()
+    with pytest.raises(UserError, match=r"volume must be three sizes"):
+        load_pair(image, mask, volume)

@@ -1,4 +1,4 @@
-"""The DDP launcher on the CPU: torchrun with the gloo backend, 2 processes, tiny preset."""
+"""The DDP launcher and its two workers on the CPU: torchrun with the gloo backend, 2 processes, tiny preset."""
 
 import math
 import subprocess
@@ -7,9 +7,11 @@ import pytest
 import torch
 
 from meddpm.errors import UserError
+from meddpm.measure.processes.ddp import DdpResult, run_ddp, scaling_efficiency
+from meddpm.parity.ddp import check_parity
 from meddpm.report.tables import ddp_table
 from meddpm.run.combos import get_combo
-from meddpm.run.distributed import DdpResult, check_parity, resolve_gradient_sync, run_ddp, scaling_efficiency
+from meddpm.run.distributed import resolve_gradient_sync
 
 
 def result(world: int, rank_ms: list[list[float]], no_sync: list[list[float]]) -> DdpResult:
@@ -93,3 +95,18 @@ def test_cpu_ranks_get_one_thread_each_unless_told(monkeypatch):
     with pytest.raises(UserError):
         check_parity("tiny", 1, device="cpu")
     assert seen == ["1", None, "2"]
+
+
+def test_torchrun_starts_the_harness_worker_of_each_check(monkeypatch):
+    # The launcher is the workload's; the worker it starts is the measuring room's or the parity room's.
+    modules = []
+
+    def fake_run(cmd, **_):
+        modules.append(cmd[cmd.index("-m", 3) + 1])
+        return subprocess.CompletedProcess(cmd, 1, "", "RuntimeError: stop here")
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    for check in (lambda: run_ddp("tiny", "opt1", 1, device="cpu"), lambda: check_parity("tiny", 1, device="cpu")):
+        with pytest.raises(UserError, match="failed: RuntimeError: stop here"):
+            check()
+    assert modules == ["meddpm.measure.processes.ddp", "meddpm.parity.ddp"]

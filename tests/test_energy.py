@@ -17,6 +17,7 @@ import torch
 
 from meddpm import COMBOS, UserError
 from meddpm.measure.campaign.interleaved import Campaign, CampaignSettings, ComboResult
+from meddpm.measure.campaign.result import ComboRuns
 from meddpm.measure.energy.block import Probe, probe_combo, run_block
 from meddpm.measure.energy.counter import (
     BlockEnergy,
@@ -34,7 +35,7 @@ from meddpm.measure.energy.heat_soak import SoakPlan
 from meddpm.measure.energy.power_sampler import PowerSampler, poll_period
 from meddpm.measure.energy.sample import _lead, sample_with_energy
 from meddpm.measure.machine.nvml import GpuState
-from meddpm.measure.processes.campaign import _merged, result_from_dict
+from meddpm.measure.processes.campaign import result_from_dict
 from meddpm.report.power_plot import power_chart
 
 PERIOD_S = 0.1
@@ -297,7 +298,7 @@ def test_the_energy_blocks_take_their_turns_from_the_highest_probed_power_down(m
 def test_processes_spread_as_their_interpolated_figures():
     blocks = [measure(FakeCard(Clock(), watts=w), 0.05, error_target=0.05) for w in (600.0, 606.0, 594.0)]
     runs = [result_with(b) for b in blocks]
-    e = _merged(runs).energy
+    e = ComboRuns(runs, in_workers=True).pooled.energy
     interpolated = [sum(w.interpolated_j for w in b.windows) / b.iterations for b in blocks]
     assert e.replicates == pytest.approx(interpolated) and e.replicates != pytest.approx(
         [b.counter_j / b.iterations for b in blocks]
@@ -308,7 +309,7 @@ def test_energy_survives_the_worker_json_and_merges_over_processes():
     blocks = [measure(FakeCard(Clock(), watts=w), 0.05) for w in (600.0, 606.0, 594.0)]
     runs = [result_from_dict(json.loads(json.dumps(asdict(result_with(b))))) for b in blocks]
     assert runs[0].energy_blocks == [blocks[0]]
-    merged = _merged(runs)
+    merged = ComboRuns(runs, in_workers=True).pooled
     e = merged.energy
     assert len(e.replicates) == 3  # one per process, no longer the windows
     assert e.j_per_iter == pytest.approx(30.0, rel=0.01) and e.quantisation == max(b.quantisation for b in blocks)

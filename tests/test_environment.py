@@ -1,8 +1,10 @@
 """What every result records about where it was measured (the history tells runs apart by it)."""
 
+import subprocess
+
 import torch
 
-from meddpm.measure.machine.environment import environment, git_branch
+from meddpm.measure.machine.environment import environment, git_branch, git_commit
 
 
 def test_a_result_names_its_branch_and_host(monkeypatch):
@@ -16,3 +18,17 @@ def test_a_workflow_branch_wins_over_a_detached_checkout(monkeypatch):
     monkeypatch.delenv("MEDDPM_BRANCH", raising=False)
     monkeypatch.setenv("GITHUB_HEAD_REF", "pr-branch")
     assert git_branch() == "pr-branch"
+
+
+def test_the_recorded_commit_says_when_the_code_differs_from_it(tmp_path, monkeypatch):
+    monkeypatch.delenv("MEDDPM_COMMIT", raising=False)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(tmp_path)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (tmp_path / "f.py").write_text("a = 1\n")
+    subprocess.run([*git, "add", "f.py"], check=True)
+    subprocess.run([*git, "commit", "-qm", "x"], check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    assert git_commit(tmp_path) == head
+    (tmp_path / "f.py").write_text("a = 2\n")
+    assert git_commit(tmp_path) == f"{head}+dirty"
+    assert git_commit(tmp_path / "missing") == "unknown"

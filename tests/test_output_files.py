@@ -19,7 +19,7 @@ from meddpm.history.cli import main as history_main
 from meddpm.history.simulation import simulate, simulated_documents
 from meddpm.history.store import HistoryStore
 from meddpm.measure.campaign.interleaved import ComboResult
-from meddpm.run.distributed import DdpResult
+from meddpm.measure.processes.ddp import DdpResult
 from meddpm.suite.records import append_history
 from meddpm.suite.session import SuiteRun
 

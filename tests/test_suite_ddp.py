@@ -1,7 +1,7 @@
 """Data-parallel results in the baseline files: saved per world size, judged like any case."""
 
 from meddpm.judge.baseline import load_baseline
-from meddpm.run.distributed import DdpResult
+from meddpm.measure.processes.ddp import DdpResult
 from meddpm.suite.cases import PerfCase
 from meddpm.suite.session import SuiteRun
 

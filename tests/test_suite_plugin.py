@@ -300,6 +300,11 @@ def test_gpu_cases_exist_per_arch_and_skip_here_with_a_reason(suite):
         ("--perf-energy-bound=0", "--perf-energy-bound must be between 0 and 1, e.g. 0.02, got 0.0"),
         ("--arch=H 100", "--arch 'H 100' is not a valid architecture key"),
         ("--arch=cpu", "--arch takes a GPU architecture, not 'cpu'; the CPU cases need no --arch"),
+        ("--arch=zz9", "--arch 'zz9' is not a known architecture; choose one of a100, h100, h200, v100 (or leave"),
+        ("--combos=baseline,baseline", "--combos names baseline more than once; give each combo once"),
+        ("--perf-warmup=1001", "--perf-warmup must be at most 1000, got 1001"),
+        ("--perf-max-rounds=10001", "--perf-max-rounds must be at most 10000, got 10001"),
+        ("--perf-processes=33", "--perf-processes must be at most 32, got 33"),
     ],
 )
 def test_bad_options_are_one_line_usage_errors(suite, option, message):
@@ -307,6 +312,31 @@ def test_bad_options_are_one_line_usage_errors(suite, option, message):
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"ERROR: {message}*"])
     assert "Traceback" not in result.stderr.str()
+
+
+def test_an_arch_with_a_baseline_file_is_known(suite):
+    (suite.path / "baselines").mkdir()
+    (suite.path / "baselines" / "l40s.json").write_text("{}")
+    result = suite.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--collect-only", "-q", f"--baseline-dir={suite.path / 'baselines'}", "--arch=l40s"
+    )
+    assert result.ret == pytest.ExitCode.OK, result.stderr.str()
+
+
+def test_options_with_nothing_to_act_on_say_so_in_one_line_each(suite):
+    with_clock(suite, 100.0)
+    (suite.path / "baselines").mkdir()
+    result = run(suite, "--arch=h200", "--ncu", "--perf-energy=off")
+    result.assert_outcomes(skipped=1)  # the CPU case, with no baseline: the options changed nothing
+    result.stdout.fnmatch_lines(
+        [
+            "meddpm: warning: --arch h200 has no effect: no GPU case runs in this session (-m cpu, or no GPU)",
+            "meddpm: warning: --perf-energy=off has no effect: energy is measured on GPUs only, and no GPU case runs",
+            "meddpm: warning: --ncu has no effect: no Nsight Compute case runs in this session (they need a GPU)",
+        ]
+    )
+    quiet = run(suite)
+    assert "meddpm: warning" not in quiet.stdout.str()
 
 
 def test_saving_without_energy_is_a_one_line_usage_error(suite):

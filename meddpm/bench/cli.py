@@ -23,6 +23,7 @@ from meddpm.errors import UserError, drop_stdout, run_command
 from meddpm.history.append import append_results, history_target
 from meddpm.history.store import DEFAULT_DB as HISTORY_DB
 from meddpm.history.store import ENV_VAR as HISTORY_ENV_VAR
+from meddpm.judge.ab import ab_verdicts
 from meddpm.measure.campaign.interleaved import (
     CPU_DEFAULT_COMBOS,
     GPU_MAX_ROUNDS,
@@ -32,21 +33,28 @@ from meddpm.measure.campaign.interleaved import (
     ComboResult,
 )
 from meddpm.measure.campaign.interleaved import Progress as CampaignProgress
+from meddpm.measure.campaign.protocol import MeasuringCampaign
 from meddpm.measure.energy.sample import sample_with_energy
 from meddpm.measure.machine.environment import environment
 from meddpm.measure.machine.host_memory import host_memory_needed
-from meddpm.measure.processes.campaign import AB_PROCESSES, ProcessCampaign
+from meddpm.measure.processes.campaign import AB_PROCESSES
+from meddpm.measure.processes.ddp import run_ddp
 from meddpm.measure.profiling.kernel_mix import category_shares, profile_kernels
 from meddpm.model.config import PRESETS, ModelConfig
 from meddpm.report.power_plot import power_chart
 from meddpm.report.tables import ddp_table, energy_table, format_table, kernel_mix_table, results_table
 from meddpm.run.combos import COMBOS, get_combo
-from meddpm.run.distributed import run_ddp
+from meddpm.suite.options import MAX_PROCESSES, MAX_ROUNDS, MAX_WARMUP, check_count, check_processes, parse_combos
 
 PROG = "meddpm-bench"
 JSON_SCHEMA = "meddpm-bench/2"
 GIB = 2**30
 CPU_DEFAULT_ITERS = 3
+# Other processes take a shared machine's cores at will: one run can read many times another made minutes later.
+CPU_NOTE = (
+    "note: CPU timings on a shared machine are indicative only (other processes take the cores, so runs minutes "
+    "apart can differ several-fold and wide spreads are usual); regression verdicts and speedups need a GPU"
+)
 # The adaptive options' argparse names and the CampaignSettings fields they set.
 _ADAPTIVE = {
     "min_rounds": "min_rounds",
@@ -85,13 +93,13 @@ def _parser() -> argparse.ArgumentParser:
         "--warmup",
         type=int,
         help="untimed warm-up iterations per combo (default: 3 on GPU, 1 on CPU; "
-        "never fewer than a combo's CUDA graphs need)",
+        f"never fewer than a combo's CUDA graphs need; at most {MAX_WARMUP})",
     )
     p.add_argument(
         "--iters",
         type=int,
         help=f"exactly this many timed rounds (default: adaptive on GPU, {CPU_DEFAULT_ITERS} on CPU "
-        "unless an adaptive option is given)",
+        f"unless an adaptive option is given; at most {MAX_ROUNDS})",
     )
     p.add_argument(
         "--min-rounds", type=int, help=f"adaptive: at least this many rounds (default: {defaults.min_rounds})"
@@ -127,7 +135,8 @@ def _parser() -> argparse.ArgumentParser:
         "--processes",
         type=int,
         help="measure every combo in N fresh processes (each its own CUDA context, autotuning and compilation) "
-        f"and show the spread of their medians (default: 1, or {AB_PROCESSES} a side with --compare-to)",
+        f"and show the spread of their medians (default: 1, or {AB_PROCESSES} a side with --compare-to; "
+        f"at most {MAX_PROCESSES})",
     )
     p.add_argument(
         "--compare-to",
@@ -157,6 +166,9 @@ def resolve_device(name: str) -> torch.device:
         raise UserError(f"unknown device {name!r}; choose auto, cpu, cuda or cuda:N") from None
     if device.type not in ("cpu", "cuda"):
         raise UserError(f"unsupported device {name!r}; choose auto, cpu, cuda or cuda:N")
+    if device.type == "cpu" and device.index is not None:
+        # PyTorch runs every CPU tensor on the one "cpu" device: an index would be ignored.
+        raise UserError(f"device {name!r}: the CPU takes no index; use --device cpu")
     if device.type == "cuda":
         if not torch.cuda.is_available():
             raise UserError("no CUDA GPU is visible to PyTorch; use --device cpu")
@@ -171,12 +183,7 @@ def resolve_combos(spec: str | None, on_gpu: bool) -> list[str]:
     """Combo names from a comma-separated list (or 'all'), validated; None: all on a GPU, CPU_DEFAULT_COMBOS on CPU."""
     if spec is None:
         return list(COMBOS) if on_gpu else list(CPU_DEFAULT_COMBOS)
-    names = list(COMBOS) if spec == "all" else [n.strip() for n in spec.split(",") if n.strip()]
-    if not names:
-        raise UserError(f"no combos given; choose from {', '.join(COMBOS)} or 'all'")
-    for name in names:
-        get_combo(name)
-    return names
+    return list(parse_combos(spec))
 
 
 def _positive(name: str, value: int) -> int:
@@ -187,6 +194,9 @@ def _positive(name: str, value: int) -> int:
 
 def _settings(args: argparse.Namespace, on_gpu: bool) -> CampaignSettings:
     """Fixed rounds for --iters (and on the CPU by default), else adaptive with the options given."""
+    check_count("--warmup", args.warmup, 0, MAX_WARMUP)
+    check_count("--min-rounds", args.min_rounds, 1, MAX_ROUNDS)
+    check_count("--max-rounds", args.max_rounds, args.min_rounds or 1, MAX_ROUNDS)
     warmup = args.warmup if args.warmup is not None else (3 if on_gpu else 1)
     adaptive = {field: getattr(args, name) for name, field in _ADAPTIVE.items() if getattr(args, name) is not None}
     if args.iters is not None and adaptive:
@@ -194,7 +204,7 @@ def _settings(args: argparse.Namespace, on_gpu: bool) -> CampaignSettings:
         raise UserError(f"--iters fixes the number of rounds, so {given} would be ignored; give one or the other")
     if args.iters is None and (on_gpu or adaptive):
         return CampaignSettings(warmup=warmup, **{**(_GPU_ADAPTIVE if on_gpu else {}), **adaptive})
-    iters = _positive("--iters", args.iters if args.iters is not None else CPU_DEFAULT_ITERS)
+    iters = check_count("--iters", args.iters if args.iters is not None else CPU_DEFAULT_ITERS, 1, MAX_ROUNDS)
     return CampaignSettings(warmup=warmup, min_rounds=iters, max_rounds=iters)
 
 
@@ -306,6 +316,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     process_plan = bench_processes.plan(
         args.processes, args.compare_to, kernel_mix=args.kernel_mix, sample=args.sample, gpus=args.gpus
     )
+    check_processes("--processes", args.processes, args.compare_to)  # the suite's bound on --perf-processes
     json_path = _json_path(args.json, config.name)
     history = history_target(args.history or None, HISTORY_DB if args.history == "" else None)
     if not on_gpu:
@@ -333,7 +344,7 @@ def run(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
 
-    campaign: Campaign | ProcessCampaign | None = None
+    campaign: MeasuringCampaign | None = None
     interrupted = ""  # what a Ctrl-C (or SIGTERM) cut short: the file then says "partial": true
     try:
         if process_plan.active:
@@ -349,8 +360,10 @@ def run(argv: Sequence[str] | None = None) -> int:
         interrupted = "the timed rounds"
     # The training table first, and the JSON rewritten after every extra: the kernel mix, sampling
     # and DDP take minutes, and an interrupted or timed-out run keeps what it had measured.
-    _say(format_table(results_table(results)))
+    _say(format_table(results_table(results, on_gpu)))
     _say(f"stopped: {results[0].stop_reason}")
+    if not on_gpu:
+        _say(CPU_NOTE)
     _print_gpu_state(results)
     energy = energy_table(results)
     if not energy.empty:
@@ -358,10 +371,10 @@ def run(argv: Sequence[str] | None = None) -> int:
         _say(format_table(energy))
     extras: dict[str, object] = {}
     status = 0
-    if isinstance(campaign, ProcessCampaign) and interrupted:
-        extras["process_medians_ms"] = _process_medians(campaign)  # too few processes for spreads or verdicts
-    elif isinstance(campaign, ProcessCampaign):
-        status = _report_processes(campaign, extras)
+    if process_plan.active and interrupted:
+        extras["process_medians_ms"] = bench_processes.process_medians(campaign)  # too few for spreads or verdicts
+    elif process_plan.active:
+        status = _report_processes(campaign, process_plan.processes, extras)
 
     def save() -> None:
         document = {
@@ -421,7 +434,7 @@ def _append_history(target: str, json_path: Path, args: argparse.Namespace) -> N
         print(f"{PROG}: run not appended to the history ({json_path} has it): {reason}", file=sys.stderr)
 
 
-def _measured_so_far(campaign: Campaign | ProcessCampaign | None) -> list[ComboResult]:
+def _measured_so_far(campaign: MeasuringCampaign | None) -> list[ComboResult]:
     """What an interrupted campaign had timed: the combos with at least one round (or finished process)."""
     if campaign is None:
         return []
@@ -440,20 +453,16 @@ def _interrupted(during: str, json_path: Path) -> int:
     return 130
 
 
-def _process_medians(campaign: ProcessCampaign) -> dict[str, dict[str, list[float]]]:
-    return {s.label: {c: campaign.process_medians(c, s) for c in campaign.combos} for s in campaign.sources}
-
-
-def _report_processes(campaign: ProcessCampaign, extras: dict[str, object]) -> int:
+def _report_processes(campaign: MeasuringCampaign, processes: int, extras: dict[str, object]) -> int:
     """Print the process medians and, for an A/B run, the verdicts; 1 if the working tree is slower."""
     _say(f"per-process medians ({campaign.sources[0].label}):")
     _say(format_table(bench_processes.spread_table(campaign)))
-    extras["process_medians_ms"] = _process_medians(campaign)
+    extras["process_medians_ms"] = bench_processes.process_medians(campaign)
     if len(campaign.sources) == 1:
         return 0
-    verdicts = bench_processes.ab_verdicts(campaign)
+    verdicts = ab_verdicts(campaign)
     tree, rev = campaign.sources
-    _say(f"A/B, {campaign.processes} processes a side: {tree.label} against {rev.label}")
+    _say(f"A/B, {processes} processes a side: {tree.label} against {rev.label}")
     _say(format_table(bench_processes.ab_table(verdicts, campaign.sources)))
     extras["comparisons"] = {
         combo: {"outcome": v.outcome, "threshold": v.tolerance, **v.comparison.as_dict()}
@@ -495,7 +504,7 @@ def _measure(campaign: Campaign, combos: Sequence[str], settings: CampaignSettin
         return campaign.run(show)
 
 
-def _kernel_mix(campaign: Campaign) -> dict[str, list[dict[str, object]]]:
+def _kernel_mix(campaign: MeasuringCampaign) -> dict[str, list[dict[str, object]]]:
     """Profile one more iteration of each combo; print and return GPU time by kernel category."""
     kernels_by_combo: dict[str, list[dict[str, object]]] = {}
     by_category = {}

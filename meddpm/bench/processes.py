@@ -22,10 +22,10 @@ import pandas as pd
 import torch
 
 from meddpm.errors import UserError
-from meddpm.judge.baseline import Tolerances
-from meddpm.judge.verdict import Verdict, judge_ab
-from meddpm.measure.campaign.interleaved import CampaignSettings, Progress
-from meddpm.measure.processes.campaign import AB_PROCESSES, ProcessCampaign, Source
+from meddpm.judge.verdict import Verdict
+from meddpm.measure.campaign.interleaved import CampaignSettings
+from meddpm.measure.campaign.protocol import MeasuringCampaign, Progress, Source
+from meddpm.measure.processes.campaign import AB_PROCESSES, ProcessCampaign
 from meddpm.measure.processes.revision import checkout_root, resolve_revision, sources
 from meddpm.measure.statistics.compare import between_process_spread
 from meddpm.model.config import ModelConfig
@@ -96,11 +96,11 @@ def log_progress(prog: str) -> Callable[[Progress], None]:
     return log
 
 
-def spread_table(campaign: ProcessCampaign) -> pd.DataFrame:
-    """Per combo: each process's median and the between-process spread."""
+def spread_table(campaign: MeasuringCampaign) -> pd.DataFrame:
+    """Per combo of the first source: each process's median and the between-process spread."""
     rows = []
-    for combo in campaign.combos:
-        medians = campaign.process_medians(combo)
+    for combo, runs in campaign.measurements().items():
+        medians = runs.process_medians_ms
         spread = between_process_spread(medians)
         rows.append(
             {
@@ -114,15 +114,12 @@ def spread_table(campaign: ProcessCampaign) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("combo")
 
 
-def ab_verdicts(campaign: ProcessCampaign, tolerances: Tolerances | None = None) -> dict[str, Verdict]:
-    """Each combo's A/B time verdict: the working tree (first source) against the revision (second)."""
-    tol = tolerances or Tolerances()
-    tree, rev = campaign.sources
-    verdicts = {}
-    for combo in campaign.combos:
-        candidate, reference = (campaign.process_medians(combo, s) for s in (tree, rev))
-        verdicts[combo] = judge_ab(combo, candidate, reference, tol)
-    return verdicts
+def process_medians(campaign: MeasuringCampaign) -> dict[str, dict[str, list[float]]]:
+    """Each source's process medians (ms) by combo, for the results file; empty for processes yet to run."""
+    return {
+        s.label: {combo: runs.process_medians_ms for combo, runs in campaign.measurements(s).items()}
+        for s in campaign.sources
+    }
 
 
 def ab_table(verdicts: dict[str, Verdict], sources: Sequence[Source]) -> pd.DataFrame:

@@ -56,8 +56,8 @@ class Rule:
 
 
 # Time: up to 1 % for a case once the run factor is out, 1.2 % between machine starts (docs/statistics.md).
-# Peak memory barely moves between runs. Energy follows the power cap, which moved 2.4 % between two
-# H200 starts. Steps below 1 % (3 % for energy) are within what the suite's own verdicts call noise;
+# Peak memory barely moves between runs. Energy follows the power cap, which moves between machine
+# starts (docs/energy.md). Steps below 1 % (3 % for energy) are within what the suite's own verdicts call noise;
 # TFLOP/s is flops over time, so its steps are the time steps. The thresholds are calibrated by the
 # simulation (docs/history.md): see there for the trade-off between finding a step soon and false alarms.
 RULES = {

@@ -28,7 +28,7 @@ class NoiseModel:
 
     run_sd: float = 0.012
     case_sds: tuple[float, ...] = (0.001, 0.0028, 0.0046, 0.0064, 0.0082, 0.010)  # 0.1-1 %, evenly
-    # The six combos' H200 medians in ms (baselines/h200.json, 2026-11-23): only their ratios matter.
+    # The six combos' medians in ms as baselines/h200.json stored them: only their ratios matter.
     levels_ms: tuple[float, ...] = (1225.8, 229.8, 1370.6, 335.6, 173.9, 49.3)
     combos: tuple[str, ...] = ("baseline", "opt1", "opt2", "opt12", "amp_bf16", "fast")
 

@@ -3,9 +3,11 @@
 One module per kernel family: :mod:`~meddpm.kernels.normalization` (GroupNorm that keeps the
 layout, its written-out backward, fused with SiLU), :mod:`~meddpm.kernels.convolution` (biases added
 apart, a thin convolution tap by tap), :mod:`~meddpm.kernels.upsampling` (separable trilinear
-upsampling); each module's docstring says what it replaces, why, and which tests check it against
+upsampling), :mod:`~meddpm.kernels.concatenation` (the decoder's joins along channels, whose gradients reach
+each part dense) and :mod:`~meddpm.kernels.few_channel_convolution` (the first convolution's two Triton kernels,
+on a GPU only); each module's docstring says what it replaces, why, and which tests check it against
 the reference op. :mod:`~meddpm.kernels.operators` makes the kernels with a written-out backward
-custom operators, which Dynamo records as one call and Inductor still fuses.
+custom operators, which Dynamo records as one call and Inductor still fuses, and the Triton kernels opaque ones.
 :mod:`~meddpm.kernels.common` holds the few tensor helpers (layout, compute dtype, per-channel
 broadcasting) that the kernels share and the model uses too.
 

@@ -1,16 +1,14 @@
 """Concatenation along channels whose backward hands each part a dense gradient.
 
-Replaces ``torch.cat([h, skip], dim=1)`` in the decoder of :class:`~meddpm.model.unet.UNet3D` (combo
-flag ``dense_concat_gradients``). Why (docs/performance.md, fast v9): autograd's gradient of a
-concatenation is a slice of the output's gradient, for a channels-last tensor a strided view. Where
-that slice is the gradient of a convolution's output (a decoder block's last convolution and its
-1x1 skip convolution, an upsampling convolution), cuDNN copies it to a dense tensor, once for the
-data gradient and once for the weight gradient: 28 copies of 1.4 ms an iteration at the paper
-preset on an H200. Written out, the backward gives each part its gradient as a dense tensor of the
-output's layout, which Inductor writes in the kernel that computes the output's gradient.
-Checked against ``torch.cat`` by ``tests/test_model.py::test_concat_channels_is_cat`` and
-``test_kernel_variants_compute_the_same_denoiser``; the layouts Inductor hands cuDNN by
-``tests/test_kernel_operators.py``.
+Replaces ``torch.cat([h, skip], dim=1)`` in the decoder of :class:`~meddpm.model.unet.UNet3D` (combo flag
+``dense_concat_gradients``). Why (docs/performance.md, fast v9): autograd's gradient of a concatenation is a
+slice of the output's gradient, for a channels-last tensor a strided view. Where that slice is the gradient of a
+convolution's output (a decoder block's last convolution and its 1x1 skip convolution, an upsampling
+convolution), cuDNN copies it to a dense tensor, once for the data gradient and once for the weight gradient.
+Written out, the backward gives each part its gradient as a dense tensor of the output's layout, which Inductor
+writes in the kernel that computes the output's gradient. Checked against ``torch.cat`` by
+``tests/test_model.py::test_concat_channels_is_cat`` and ``test_kernel_variants_compute_the_same_denoiser``; the
+layouts Inductor hands cuDNN by ``tests/test_kernel_operators.py``.
 """
 
 from __future__ import annotations

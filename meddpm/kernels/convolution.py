@@ -5,10 +5,11 @@ and, for the denoiser's last convolution, ``F.conv3d`` itself (:class:`~meddpm.m
 combo flag ``output_conv_by_taps``), and for its first (:class:`~meddpm.model.nn.InputConv3d`, combo
 flag ``input_conv_by_taps``; fast v9 and v10, docs/performance.md). Why (docs/performance.md, fast v5 and v7a): under
 ``torch.compile`` Inductor adds a convolution's bias in a pass of its own and writes the biased output
-out where it is saved for backward (a pass of 124 us over each 128^3 x 64 output so saved; added apart,
-kernel time 55.3 -> 54.1 ms on an H100); and cuDNN runs the 64 -> 1 channel convolution at 128^3 with Ampere-generation
-kernels whose tiles are mostly padding (3.2 ms of them, and 30 copies), where a GEMM to the 27 taps and
-a sum of shifted taps, its gradient written out as a gather, took training from 60.3 to 56.8 ms.
+out where it is saved for backward (a full pass over each output so saved; added apart, the bias fuses
+into the kernels that read the output); and cuDNN runs the 64 -> 1 channel convolution at 128^3 with
+Ampere-generation kernels whose tiles are mostly padding, and copies around them, where a GEMM to the 27
+taps and a sum of shifted taps, its gradient written out as a gather, is a GEMM on tensor cores and
+elementwise passes.
 Checked against ``F.conv3d`` by ``tests/test_model.py``: ``test_convolution_by_taps_is_the_convolution``
 (output and every gradient, 1e-10 in float64, both layouts),
 ``test_convolution_by_taps_under_autocast_gives_the_products_dtype`` (both functions),
@@ -52,7 +53,7 @@ def conv3d_by_taps(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
     n, c, *spatial = x.shape
     out_channels, _, *kernel = weight.shape
     # Taps as rows and voxels as columns, so that each tap's shifted read in the sum is contiguous
-    # (with a voxel's 27 taps side by side the sum ran at 0.6 TB/s on an H200; issue 22). A
+    # (with a voxel's 27 taps side by side the sum made 27 strided loads a value; docs/performance.md). A
     # channels-last x is read in place as the column-major (c, voxels) operand, and autograd gives
     # its gradient the same strides.
     channels_by_voxel = x.permute(1, 0, 2, 3, 4).reshape(c, -1)
@@ -71,7 +72,7 @@ def conv3d_by_gathered_taps(x: torch.Tensor, weight: torch.Tensor, bias: torch.T
     each voxel's taps of every channel side by side in one row, written by one elementwise pass, and
     ``out[v, o] = sum_(t, c) taps[v, (t, c)] w[o, c, t]`` is a GEMM on tensor cores whose output is
     channels-last. The rows are padded with zeros to a multiple of 8 values (16 bytes in bf16): with
-    the 81 of 3 channels cuBLAS ran an unaligned Turing-generation kernel (issue 22). Under autocast
+    the 81 of 3 channels cuBLAS ran an unaligned Turing-generation kernel (docs/performance.md). Under autocast
     the taps are gathered in its dtype, as the convolution would cast its input. The output is
     channels-last whatever ``x``'s layout (the layout ``fast`` uses), in the product's dtype. Meant
     for a first layer, whose input needs no gradient: the gather's own gradient is a scatter.
@@ -105,8 +106,8 @@ def _shifted_tap_sum(by_tap: torch.Tensor) -> torch.Tensor:
 
     Input ``(n, c, kd, kh, kw, D, H, W)``, output ``(n, c, D, H, W)``, summed in (at least)
     float32. Its gradient (:func:`_shifted_tap_sum_backward`) is written out as a gather: autograd's
-    own, the sum of 27 zero-padded slices, costs 27 masked loads per value under Inductor (0.72 ms
-    of a 128^3 iteration on an H200, where a gather is a few tens of microseconds).
+    own, the sum of 27 zero-padded slices, costs 27 masked loads per value under Inductor, where a
+    gather reads each value once (docs/performance.md, fast v5).
     """
     kernel, spatial = by_tap.shape[2:5], by_tap.shape[5:]
     padded = F.pad(by_tap.to(norm_dtype(by_tap)), _same_padding(kernel))

@@ -1,9 +1,8 @@
 """The first convolution (3x3x3, padding 1, from few channels) as two Triton kernels of our own.
 
 cuDNN runs the denoiser's first convolution (3 -> 64 channels at 128^3) with Ampere-generation
-kernels (0.67 ms forward, 0.46 ms weight gradient on an H200), and its gather-and-GEMM form
-(:func:`~meddpm.kernels.convolution.conv3d_by_gathered_taps`) writes 88 taps per voxel out and
-reads them back (its gather runs at 0.6 TB/s). Here each program gathers the taps of a block of
+kernels, and its gather-and-GEMM form (:func:`~meddpm.kernels.convolution.conv3d_by_gathered_taps`)
+writes 88 taps per voxel out and reads them back. Here each program gathers the taps of a block of
 voxels from the input, zero-padded by one voxel, straight into registers and multiplies them with
 the weights on tensor cores; the weight gradient gathers them again and reduces ``taps^T @ grad``,
 one partial sum per program (docs/performance.md, fast v10).
@@ -11,10 +10,9 @@ one partial sum per program (docs/performance.md, fast v10).
 The kernels run as opaque custom operators, which read their tensors' real strides and run their
 own code when called. As ``triton_op`` (the kernel launches traced into Inductor's graph, their
 arguments fixed at trace time) the same kernels failed ``test_fast_keeps_the_bf16_bounds`` at
-batch 2; the forward alone, compiled at that shape, was right (``strides_probe.py`` in
-docs/measurements/2026-11-24-issue22-few-channel), so the cause was not pinned down. As opaque
-operators they pass that test and ``tests/test_model.py::test_few_channel_kernels_are_the_convolution``
-(eager and compiled) on an H200.
+batch 2, while the forward alone, compiled at that shape, was right, so the cause was not pinned down
+(docs/performance.md, fast v10). As opaque operators they pass that test and
+``tests/test_model.py::test_few_channel_kernels_are_the_convolution`` (eager and compiled) on a GPU.
 """
 
 from __future__ import annotations
@@ -27,7 +25,7 @@ from meddpm.kernels.operators import opaque_operator
 
 _FORWARD_BLOCK = 128
 _WEIGHT_GRAD_BLOCK = 64
-# Enough programs to fill an H100's or H200's 132 SMs twice; each writes a float32 partial sum (128 x 64 for 81 taps).
+# Enough programs to fill the 132 SMs of a Hopper card twice; each writes a float32 partial sum (128 x 64 for 81 taps).
 _WEIGHT_GRAD_PROGRAMS = 264
 
 

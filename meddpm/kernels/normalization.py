@@ -1,19 +1,18 @@
 """GroupNorm that keeps the input's layout, with a written-out backward, optionally fused with SiLU.
 
 Replaces ``F.group_norm`` in float32 (:class:`~meddpm.model.nn.GroupNorm32`, combo flag
-``layout_preserving_norm``) and the SiLU after it (:class:`~meddpm.model.nn.GroupNormSiLU`, combo
-flag ``fused_norm_silu``). Why (docs/performance.md, fast v3, v4a, v6a, v7b, v8): ``F.group_norm``
-returns a contiguous tensor for a channels-last input, which cuDNN converted back around every
-convolution (16 ms of a 128^3 iteration on an H200); group-wise reductions ran at a few percent of
-bandwidth on channels-last; autograd's backward took five kernels and about 3.3 ms per 128-channel
-GroupNorm at 128^3 on an H100; SiLU's backward made Inductor write GroupNorm's output out and read it
-twice; per-voxel recomputation of the per-channel constants made the elementwise passes
-compute-bound, and ``torch.var_mean``'s Welford reduction the statistics. Checked against the reference
-ops by ``tests/test_model.py``: ``test_layout_preserving_group_norm_is_group_norm`` (values, 1e-12 in
-float64), ``test_layout_preserving_group_norm_statistics_survive_a_large_mean`` (float32 statistics),
-``test_layout_preserving_norms_have_the_references_values_and_gradients`` (values and every gradient
-against ``F.group_norm`` and ``silu(F.group_norm)``, both layouts, both sides of the constants-once
-threshold), ``test_layout_preserving_group_norm_computes_in_float32_and_casts_back``,
+``layout_preserving_norm``) and the SiLU after it (:class:`~meddpm.model.nn.GroupNormSiLU`, combo flag
+``fused_norm_silu``). Why (docs/performance.md, fast v3, v4a, v6a, v7b, v8): ``F.group_norm`` returns a
+contiguous tensor for a channels-last input, which cuDNN converted back around every convolution; group-wise
+reductions ran at a few percent of bandwidth on channels-last; autograd's backward took five kernels, several
+times the traffic it needs; SiLU's backward made Inductor write GroupNorm's output out and read it twice;
+per-voxel recomputation of the per-channel constants made the elementwise passes compute-bound, and
+``torch.var_mean``'s Welford reduction the statistics. Checked against the reference ops by
+``tests/test_model.py``: ``test_layout_preserving_group_norm_is_group_norm`` (values, 1e-12 in float64),
+``test_layout_preserving_group_norm_statistics_survive_a_large_mean`` (float32 statistics),
+``test_layout_preserving_norms_have_the_references_values_and_gradients`` (values and every gradient against
+``F.group_norm`` and ``silu(F.group_norm)``, both layouts, both sides of the constants-once threshold),
+``test_layout_preserving_group_norm_computes_in_float32_and_casts_back``,
 ``test_kernel_variants_compute_the_same_denoiser`` and, for the layout,
 ``test_fast_configuration_hands_every_convolution_channels_last``; on a GPU, under ``torch.compile``, by
 ``perf_tests/test_parity.py::test_fast_keeps_the_bf16_bounds``.
@@ -37,8 +36,8 @@ def group_norm_keep_layout(
 
     ``F.group_norm`` (and its decomposition under ``torch.compile``) returns a contiguous
     tensor for a channels-last input; under ``torch.compile`` that is the layout the next
-    convolution is handed, and cuDNN converts it back, forward and backward (75 copy kernels,
-    16 ms of a 128^3 iteration on an H200). See :func:`_group_norm` for how it is computed and
+    convolution is handed, and cuDNN converts it back, forward and backward (a copy kernel around
+    every convolution; docs/performance.md, fast v3). See :func:`_group_norm` for how it is computed and
     :func:`_group_norm_backward` for how it is differentiated.
     """
     return _group_norm_op(x, weight, bias, groups, eps, False)[0]
@@ -75,7 +74,7 @@ def _group_norm(
     :func:`per_channel_constants` (see :func:`_computed_once`), so that Inductor computes them once.
     Left to it, they were inlined into the full-size kernels and recomputed for every voxel from
     the statistics, a dozen loads and a reciprocal square root per value, which made those kernels
-    compute-bound (about 2.2 TB/s on an H200 where a plain elementwise pass moves 4.3 TB/s).
+    compute-bound, at about half the bandwidth of a plain elementwise pass (docs/performance.md, fast v7b).
     """
     xf = x.to(norm_dtype(x))
     mean_c, var_c = _channel_mean_var(xf)
@@ -91,11 +90,10 @@ def _channel_mean_var(xf: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-channel mean and (biased) variance over the voxels, from sums of the shifted values.
 
     Two plain sums in one pass, where ``torch.var_mean`` is a Welford reduction under Inductor,
-    whose per-value division made it compute-bound: 457 against 194 us for 128 channels at 128^3 in
-    bf16 on an H200, 141 against 84 us for 64 (unshifted sums, in a probe; issue 22, 2026-11-24).
-    Each channel is shifted by its first voxel's value, a guess at its mean, so that
-    ``E[d^2] - E[d]^2`` does not cancel when the mean is large against the spread; with the shift,
-    the model's kernels lost 0.3 ms of Triton time an iteration and 0.4 ms a sampling step.
+    whose per-value division made it compute-bound, at more than twice the time of plain sums
+    (docs/performance.md). Each channel is shifted by its first voxel's value, a guess at its mean,
+    so that ``E[d^2] - E[d]^2`` does not cancel when the mean is large against the spread; shifted,
+    the sums still cut the model's Triton time (docs/performance.md, fast v8).
     """
     dims = _voxel_dims(xf)
     shift = xf[(slice(None), slice(None), *(0,) * len(dims))]
@@ -111,8 +109,8 @@ def _group_norm_backward(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The gradients of :func:`_group_norm` for ``x``, ``weight`` and ``bias``, written out.
 
-    Autograd differentiated the statistics through several full-size intermediates (five kernels
-    and about 3.3 ms for one 128-channel GroupNorm at 128^3 on an H100). With
+    Autograd differentiated the statistics through several full-size intermediates (five kernels,
+    several times the traffic; docs/performance.md, fast v4a). With
     ``y = x * scale_c + shift_c`` and ``g`` the incoming gradient, GroupNorm's gradient is an
     affine function of ``g`` and ``x`` per channel whose coefficients need only the per-channel
     sums of ``g`` and ``g * x``: one reduction pass and one elementwise pass. With ``silu`` the
@@ -202,10 +200,9 @@ def _(values: torch.Tensor) -> torch.Tensor:
 per_channel_constants.register_autograd(lambda ctx, grad: grad)
 
 
-# Computing GroupNorm's per-channel constants once saved 0.13 ms per 64-channel GroupNorm at 128^3
-# on an H100 (forward and backward, against v6's per-voxel recompute; most of it comes from stacking
-# them, see docs/performance.md, v7b). The operator adds a kernel and a host call, which below 64^3
-# voxels, where the elementwise kernels are short, cost more than it could save.
+# Computing GroupNorm's per-channel constants once, rather than per voxel, pays on large volumes (most of the
+# gain comes from stacking them; docs/performance.md, fast v7b). The operator adds a kernel and a host call,
+# which below 64^3 voxels, where the elementwise kernels are short, cost more than it could save.
 _CONSTANTS_ONCE_MIN_VOXELS = 64**3
 
 

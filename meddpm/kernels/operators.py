@@ -1,9 +1,9 @@
 """How the kernels meet ``torch.compile``: custom operators that Dynamo records as one call and Inductor inlines.
 
 A kernel with a written-out backward used to be a ``torch.autograd.Function``. Dynamo traces every
-use of one into a forward and a backward subgraph of its own: 5.0 of the 7.6 s it spent tracing
-``fast`` at the paper preset (CPU, 2026-11-24; about 40 GroupNorms), paid again by every process,
-as Dynamo keeps no cache (docs/performance.md, issue 22). As a custom operator (``torch.library``)
+use of one into a forward and a backward subgraph of its own: most of its tracing time for
+``fast`` (about 40 GroupNorms), paid again by every process, as Dynamo keeps no cache
+(docs/performance.md). As a custom operator (``torch.library``)
 with its backward registered as a second one, Dynamo records a single call and takes the output's
 shape from a fake implementation, and AOTAutograd, when it traces forward and backward for Inductor,
 replaces each call by the kernel's own PyTorch ops (a decomposition in Inductor's table, registered
@@ -81,8 +81,8 @@ def operator_versions() -> dict[str, str]:
     Inductor's option ``unsafe_marked_cacheable_functions`` takes such a dict and puts it in the key
     of AOTAutograd's and Inductor's caches. (PyTorch's ``torch.compiler.config.cache_key_tag``, set
     around the compiled call, keyed those caches too, but also the autotuning results, which then
-    were stored under one key and looked up under another: every process benchmarked 503 kernels
-    again, 5 s of an H100's first iteration.)
+    were stored under one key and looked up under another: every process benchmarked its kernels
+    again, seconds of its first iteration; docs/performance.md.)
     """
     return {f"torch.ops.{NAMESPACE}.{name}": _source_version() for name in sorted(_INLINED)}
 

@@ -2,9 +2,9 @@
 
 Replaces ``F.interpolate(x, scale_factor=2, mode="trilinear", align_corners=False)`` in
 :class:`~meddpm.model.unet.Upsample` (combo flag ``separable_upsample``). Why (docs/performance.md,
-fast v2): ``interpolate``'s backward scatters gradients with atomic adds, one Triton kernel of 12.8 ms
-and another of 3.3 ms per 128^3 iteration on an H200; written per axis, the backward is a gather that
-Inductor fuses, and the iteration lost 14.6 ms (fast v8: taken on the channels-last view, see
+fast v2): ``interpolate``'s backward scatters gradients with atomic adds, two of the iteration's
+longest Triton kernels; written per axis, the backward is a gather that Inductor fuses, and both
+went (fast v8: taken on the channels-last view, see
 :func:`trilinear_upsample_2x`). Checked against ``interpolate`` by ``tests/test_model.py``:
 ``test_separable_upsample_is_trilinear_interpolation`` (values and gradient, 1e-12 in float64, and the
 layout, in both layouts) and
@@ -26,7 +26,7 @@ def trilinear_upsample_2x(x: torch.Tensor) -> torch.Tensor:
     ``(n, d, h, w, c)`` view: interleaving even and odd outputs (a stack) yields a tensor contiguous
     in the order of its dimensions, so in that view every intermediate keeps the channels innermost.
     Interleaved along ``(n, c, d, h, w)`` itself, the intermediates were NCDHW and the kernels that
-    read one layout and wrote the other ran at 1.2 TB/s on an H200 (issue 22, 2026-11-24).
+    read one layout and wrote the other ran at a fraction of the bandwidth (docs/performance.md, fast v8a).
     """
     if memory_format_of(x) == torch.channels_last_3d:
         y = x.permute(0, 2, 3, 4, 1)
@@ -44,7 +44,7 @@ def linear_upsample_2x(x: torch.Tensor, dim: int) -> torch.Tensor:
     Output 2i is 3/4 x[i] + 1/4 x[i-1] and output 2i+1 is 3/4 x[i] + 1/4 x[i+1], edges
     clamped. Applied along D, H and W in turn this is trilinear interpolation, but built
     from elementwise ops: its backward is a gather that fuses, where interpolate's backward
-    is a scatter with atomic adds (one kernel of 13 ms per 128^3 iteration on an H200).
+    is a scatter with atomic adds (docs/performance.md, fast v2).
     """
     n = x.shape[dim]
     before = torch.cat([x.narrow(dim, 0, 1), x.narrow(dim, 0, n - 1)], dim)

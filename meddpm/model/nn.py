@@ -97,8 +97,8 @@ class ThinConv3d(Conv3d):
 class InputConv3d(Conv3d):
     """The denoiser's first convolution (3x3x3, padding 1, few channels to many), optionally from gathered taps.
 
-    cuDNN runs it (3 -> 64 channels at 128^3) with Ampere-generation kernels, 0.7 ms forward and
-    0.4 ms weight gradient on an H200. With ``by_gathered_taps`` the same parameters compute the same
+    cuDNN runs it (3 -> 64 channels at 128^3) with Ampere-generation kernels (docs/performance.md,
+    fast v10). With ``by_gathered_taps`` the same parameters compute the same
     function through :func:`~meddpm.kernels.convolution.conv3d_by_gathered_taps`.
     """
 

@@ -237,7 +237,7 @@ class UNet3D(nn.Module):
         A method of its own so that no local of :meth:`forward` holds ``h`` or the skip once they are
         joined: held in a list there, the last decoder block's inputs (64 channels at 128^3 each)
         outlived the join while the output layers ran, and the eager ``opt2``, ``opt12`` and
-        ``amp_bf16`` peaked 0.5 GiB higher (issue 22).
+        ``amp_bf16`` peaked higher (docs/performance.md).
         """
         parts = [h, skip]
         return concat_channels(parts) if self.dense_concat_gradients else torch.cat(parts, dim=1)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 
 import pandas as pd
 
 from meddpm.measure.campaign.interleaved import ComboResult
-from meddpm.run.distributed import DdpResult, scaling_efficiency
+from meddpm.measure.processes.ddp import DdpResult, scaling_efficiency
 
 GIB = 2**30
 
@@ -16,15 +17,37 @@ def _nan(value: float | None) -> float:
     return float("nan") if value is None else value
 
 
-def results_table(results: Sequence[ComboResult]) -> pd.DataFrame:
-    """One row per combo: time, spread, speedup vs baseline, memory, TFLOP/s, energy, clocks."""
+def significant(value: float, digits: int = 3) -> str:
+    """``value`` with ``digits`` significant figures and no exponent: 0.00412, 41.2, 412, 4120.
+
+    A fixed number of decimals showed the tiny preset's CPU throughput (a few GFLOP/s) as 0.00.
+    """
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(value))))
+    return f"{value:.{decimals}f}"
+
+
+def _spread_note(r: ComboResult, on_gpu: bool) -> str:
+    """The note of a combo whose rounds spread beyond the target: a warning on a GPU, expected on a CPU."""
+    if r.reliable:
+        return ""
+    if on_gpu:
+        return f"unreliable ({r.stats.rel_iqr:.1%} > {r.rel_iqr_target:.0%})"
+    return f"spread {r.stats.rel_iqr:.1%} (usual on a shared CPU)"
+
+
+def results_table(results: Sequence[ComboResult], on_gpu: bool = True) -> pd.DataFrame:
+    """One row per combo: time, spread, speedup vs baseline, memory, TFLOP/s, energy, clocks.
+
+    ``on_gpu`` False words a wide spread as what a CPU shared with other processes gives, not as a fault.
+    """
     baseline = next((r.stats.median for r in results if r.combo == "baseline"), None)
     rows = []
     for r in results:
         s = r.stats
-        notes = ([] if r.reliable else [f"unreliable ({s.rel_iqr:.1%} > {r.rel_iqr_target:.0%})"]) + [
-            f"throttled: {', '.join(r.throttle_reasons)}"
-        ] * bool(r.throttle_reasons)
+        notes = [note] if (note := _spread_note(r, on_gpu)) else []
+        notes += [f"throttled: {', '.join(r.throttle_reasons)}"] * bool(r.throttle_reasons)
         rows.append(
             {
                 "combo": r.combo,
@@ -75,20 +98,20 @@ def energy_table(results: Sequence[ComboResult]) -> pd.DataFrame:
 
 def format_table(table: pd.DataFrame) -> str:
     """The table as aligned text, with units fitting each column."""
-    formats = {
+    formats: dict[str, str | Callable[[float], str]] = {
         "ms/iter": "{:.1f}",
         "IQR ms": "{:.1f}",
         "rounds": "{:d}",
         "speedup": "{:.2f}x",
         "peak GiB": "{:.2f}",
-        "TFLOP/s": "{:.2f}",
+        "TFLOP/s": significant,
         "J/iter": "{:.1f}",
         "W": "{:.0f}",
         "bound %": "{:.2f}",
         "spread %": "{:.2f}",
         "J/volume": "{:.1f}",
         "kJ/sample est.": "{:.2f}",
-        "TFLOP/J": "{:.3f}",
+        "TFLOP/J": significant,
         "period ms": "{:.0f}",
         "SM MHz min": "{:.0f}",
         "warm-up s": "{:.1f}",
@@ -96,7 +119,8 @@ def format_table(table: pd.DataFrame) -> str:
     shown = table.copy().astype(object)
     for column, fmt in formats.items():
         if column in table:
-            shown[column] = [("n/a" if pd.isna(v) else fmt.format(v)) for v in table[column]]
+            text = fmt if callable(fmt) else fmt.format
+            shown[column] = [("n/a" if pd.isna(v) else text(v)) for v in table[column]]
     return shown.to_string()
 
 

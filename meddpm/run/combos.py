@@ -20,19 +20,16 @@ from meddpm.model.unet import UNet3D
 
 Fn = TypeVar("Fn", bound=Callable[..., object])
 
-# Inductor's layout optimisation only knows 2-D convolutions: with it on, the tensors it
-# makes for a 3-D convolution (the bf16 casts of weights and activations under autocast
-# among them) get its default, contiguous, layout, and cuDNN converts every one of them
-# back to channels-last and its output again (132 conversions, 5.9 ms of each 26 ms sampling
-# step at 128^3 on an H200). Off, every convolution's inputs keep the strides eager PyTorch
-# gives them. Training hid this, as the tensors saved for backward have their strides fixed.
-# Inductor writes out an elementwise result that several kernels use once it reads more than
-# ``realize_reads_threshold`` (4) tensors. GroupNorm's output recomputed in backward reads five
-# (the input and four per-channel vectors), so each backward wrote it in float32 and read it
-# twice: 3 ms of a 128^3 iteration on an H200. At 8 it is recomputed inside each kernel instead.
-# Combo kernels launch independent kernels of a graph together, as one: on an H200 a `fast` iteration
-# went from 1236 kernels to 1046 and from 48.06 to 47.59 ms (three processes each; docs/performance.md,
-# issue 22).
+# Inductor's layout optimisation only knows 2-D convolutions: with it on, the tensors it makes for a 3-D
+# convolution (the bf16 casts of weights and activations under autocast among them) get its default, contiguous,
+# layout, and cuDNN converts every one of them back to channels-last and its output again (docs/performance.md,
+# fast v4). Off, every convolution's inputs keep the strides eager PyTorch gives them. Training hid this, as the
+# tensors saved for backward have their strides fixed. Inductor writes out an elementwise result that several
+# kernels use once it reads more than ``realize_reads_threshold`` (4) tensors. GroupNorm's output recomputed in
+# backward reads five (the input and four per-channel vectors), so each backward wrote it in float32 and read it
+# twice (docs/performance.md, fast v6). At 8 it is recomputed inside each kernel instead. Combo kernels launch
+# independent kernels of a graph together, as one: fewer launches, so fewer gaps between kernels
+# (docs/performance.md, fast v12a).
 _INDUCTOR_OPTIONS = {"layout_optimization": False, "realize_reads_threshold": 8, "combo_kernels": True}
 
 
@@ -154,8 +151,7 @@ COMBOS: dict[str, Combo] = {
             autocast_dtype=torch.bfloat16,
             # No cuDNN autotuning: to autotune, PyTorch builds an execution plan for every engine
             # cuDNN offers, NVRTC-compiling the runtime-compiled ones, in every process: 4-7 s of a
-            # warm first iteration. The heuristics' engines train as fast on an H200 and sample 0.4 %
-            # faster; an H100 trains 0.8 % slower (docs/performance.md, issue 22).
+            # warm first iteration. The heuristics' engines train about as fast (docs/measured.md).
             cudnn_benchmark=False,
             compile=True,
             sdpa_attention=True,

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
 from meddpm.data.phantom import phantom_batch
-from meddpm.measure.machine.timing import time_once
 from meddpm.model.config import ModelConfig
 from meddpm.model.diffusion import GaussianDiffusion, build_model
 from meddpm.run.combos import Combo
@@ -40,24 +37,3 @@ class Sampler:
         with self.combo.flags(), self.combo.autocast(self.device), torch.inference_mode():
             return self.model.sample(self.masks, steps=steps, generator=self.generator, step_fn=self.step_fn)
 
-
-@dataclass(frozen=True)
-class SamplingResult:
-    """Wall time of one full reverse diffusion, with warm-up (compilation, autotuning) apart."""
-
-    combo: str
-    steps: int
-    warmup_s: float
-    seconds: float
-
-    @property
-    def ms_per_step(self) -> float:
-        return self.seconds * 1e3 / self.steps
-
-
-def time_sampling(config: ModelConfig, combo: Combo, device: torch.device, warmup_steps: int = 3) -> SamplingResult:
-    """Time all ``config.timesteps`` reverse steps of one volume after ``warmup_steps`` untimed ones."""
-    sampler = Sampler(config, combo, device)
-    warmup_s = time_once(lambda: sampler(steps=warmup_steps), device) / 1e3
-    seconds = time_once(sampler, device) / 1e3
-    return SamplingResult(combo.name, config.timesteps, warmup_s, seconds)

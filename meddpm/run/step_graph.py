@@ -1,10 +1,9 @@
 """A whole training iteration (forward, backward, optimizer step) replayed as one CUDA graph.
 
-Inductor's CUDA graph trees replay the compiled forward and backward, but every iteration still
-starts in Python: Dynamo's guards, the trees' checks of their inputs, the backward's launch from
-autograd, the optimizer's kernels. With the iteration synchronized, as the suite and the bench time
-it, the card waits for that: on an H200 the `fast` step's kernels spanned 46.5-46.8 of its 48.0-48.2 ms
-(docs/performance.md, issue 22). Recorded whole, an iteration is one graph launch.
+Inductor's CUDA graph trees replay the compiled forward and backward, but every iteration still starts in
+Python: Dynamo's guards, the trees' checks of their inputs, the backward's launch from autograd, the optimizer's
+kernels. With the iteration synchronized, as the suite and the bench time it, the card waits for that between
+the step's kernels (docs/performance.md). Recorded whole, an iteration is one graph launch.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from typing import Any
 from meddpm.judge.arch import KNOWN_ARCHS, PEAKS
 from meddpm.judge.baseline import CaseKey
 from meddpm.judge.verdict import Verdict
-from meddpm.measure.campaign.interleaved import ComboResult
+from meddpm.measure.campaign.result import ComboResult
 from meddpm.measure.statistics.compare import between_process_spread
 from meddpm.suite.options import SuiteOptions
 

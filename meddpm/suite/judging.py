@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from meddpm.judge.ab import ab_verdicts
 from meddpm.judge.baseline import (
     BaselineFile,
     CaseBaseline,
@@ -22,11 +23,10 @@ from meddpm.judge.baseline import (
     baseline_path,
     load_baseline,
 )
-from meddpm.judge.verdict import Verdict, judge_ab, judge_case, judge_expectation, judge_figures, judge_samples
-from meddpm.measure.campaign.interleaved import Campaign
-from meddpm.measure.processes.campaign import ProcessCampaign
+from meddpm.judge.verdict import Verdict, judge_case, judge_expectation, judge_figures, judge_samples
+from meddpm.measure.campaign.protocol import MeasuringCampaign
+from meddpm.measure.processes.ddp import DdpResult
 from meddpm.measure.profiling.ncu_metrics import METRICS
-from meddpm.run.distributed import DdpResult
 from meddpm.suite.cases import CaseRecord, PerfCase, RatioCase
 
 
@@ -82,15 +82,12 @@ class Judging:
         )
         return _settle(record)
 
-    def judge_against_revision(self, record: CaseRecord, campaign: Campaign | ProcessCampaign) -> list[Verdict]:
+    def judge_against_revision(self, record: CaseRecord, campaign: MeasuringCampaign) -> list[Verdict]:
         """The A/B time verdict of the record's case: the working tree's process medians against the revision's."""
         case = record.case
-        assert isinstance(campaign, ProcessCampaign) and len(campaign.sources) == 2, "needs --compare-to"
-        tree, rev = campaign.sources
-        candidate, reference = (campaign.process_medians(case.combo, s) for s in (tree, rev))
         stored = self.baselines.load(case.arch)
-        tol = stored.tolerances_for(case.key) if stored else Tolerances()
-        record.verdicts = [judge_ab(f"{case.key} {tree.label} vs {rev.label}", candidate, reference, tol)]
+        verdicts = ab_verdicts(campaign, stored.tolerances_for if stored else lambda key: Tolerances())
+        record.verdicts = [verdicts[case.combo]]
         return _settle(record)
 
     def expectations(self, ratio: RatioCase) -> list[Expectation]:

@@ -17,15 +17,17 @@ import pytest
 import torch
 
 from meddpm.errors import UserError
-from meddpm.measure.campaign.interleaved import Campaign, CampaignSettings, ComboResult, Progress
+from meddpm.measure.campaign.interleaved import Campaign, CampaignSettings
+from meddpm.measure.campaign.protocol import MeasuringCampaign, Progress
+from meddpm.measure.campaign.result import ComboResult
 from meddpm.measure.machine.timing import synchronize
 from meddpm.measure.processes.campaign import ProcessCampaign
-from meddpm.measure.processes.revision import checkout_root, package_root, revision, working_tree
+from meddpm.measure.processes.ddp import DdpResult
+from meddpm.measure.processes.revision import sources
 from meddpm.measure.profiling.ncu import NcuProfile, NcuSettings, profile_combo
 from meddpm.measure.profiling.ncu_metrics import family_of
 from meddpm.model.config import ModelConfig
 from meddpm.run.combos import get_combo
-from meddpm.run.distributed import DdpResult
 from meddpm.suite.cases import CPU, CaseRecord, PerfCase
 from meddpm.suite.options import SuiteOptions
 
@@ -48,7 +50,7 @@ class Measuring:
         self.ddp_results: list[DdpResult] = []
         self.ncu_profiles: dict[str, NcuProfile] = {}  # by PerfCase.id
         self._ncu_errors: dict[str, UserError] = {}
-        self._campaigns: dict[CampaignKey, Campaign] = {}
+        self._campaigns: dict[CampaignKey, MeasuringCampaign] = {}
         self._campaign_errors: dict[CampaignKey, UserError] = {}
         self._interrupted: set[CampaignKey] = set()  # campaigns cut short by Ctrl-C (or SIGTERM)
 
@@ -58,7 +60,7 @@ class Measuring:
         return bool(self.records or self.ddp_results or self.ncu_profiles)
 
     # --- single-GPU (or CPU) campaigns ------------------------------------------------
-    def campaign(self, on_gpu: bool, preset: str, batch_size: int) -> Campaign:
+    def campaign(self, on_gpu: bool, preset: str, batch_size: int) -> MeasuringCampaign:
         """The interleaved measurement of every selected combo of ``preset``, run on first use."""
         key = ("cuda" if on_gpu else CPU, preset, batch_size)
         if key not in self._campaigns and key not in self._campaign_errors:
@@ -101,14 +103,14 @@ class Measuring:
         self._interrupted.add(key)
         device, preset, batch_size = key
         arch = CPU if device == CPU else self.running_arch or device
-        for combo, result in campaign.results.items():
-            if not result.samples_ms:  # built or warmed up, never timed
+        for combo, runs in campaign.measurements().items():
+            if not runs.samples_ms:  # built or warmed up, never timed
                 continue
+            result = runs.pooled
             result.stop_reason = result.stop_reason or f"interrupted after {len(result.samples_ms)} rounds"
-            medians = campaign.process_medians(combo) if isinstance(campaign, ProcessCampaign) else []
             case = PerfCase(arch, preset, combo, batch_size)
             self.records.setdefault(
-                case.id, CaseRecord(case, result, outcome="interrupted", process_medians_ms=medians)
+                case.id, CaseRecord(case, result, outcome="interrupted", process_medians_ms=runs.process_medians_ms)
             )
 
     def mark_interrupted(self) -> int:
@@ -138,17 +140,14 @@ class Measuring:
         batch_size: int,
         settings: CampaignSettings,
         checkouts: contextlib.ExitStack,
-    ) -> Campaign | ProcessCampaign:
+    ) -> MeasuringCampaign:
         """In this process, or in worker processes of the working tree (and of ``--compare-to``'s revision)."""
         o = self.options
         if not o.in_processes:
             return Campaign(config, [get_combo(c) for c in combos], device, batch_size=batch_size, settings=settings)
-        root = checkout_root() if o.compare_to else package_root()
-        sources = [working_tree(root)]
-        if o.compare_to:
-            sources.append(checkouts.enter_context(revision(o.compare_to, root)))
+        measured = checkouts.enter_context(sources(o.compare_to))
         return ProcessCampaign(
-            config, combos, device, batch_size=batch_size, settings=settings, processes=o.processes, sources=sources
+            config, combos, device, batch_size=batch_size, settings=settings, processes=o.processes, sources=measured
         )
 
     def _progress(self, p: Progress) -> None:
@@ -163,11 +162,11 @@ class Measuring:
 
     def result(self, case: PerfCase) -> ComboResult:
         """The measurement of ``case`` (running its campaign if needed), recorded for the summary."""
-        campaign = self.campaign(case.on_gpu, case.preset, case.batch_size)
-        result = campaign.results[case.combo]
-        medians = campaign.process_medians(case.combo) if isinstance(campaign, ProcessCampaign) else []
-        self.records.setdefault(case.id, CaseRecord(case, result, process_medians_ms=medians))
-        return result
+        runs = self.campaign(case.on_gpu, case.preset, case.batch_size).measurements()[case.combo]
+        record = self.records.setdefault(
+            case.id, CaseRecord(case, runs.pooled, process_medians_ms=runs.process_medians_ms)
+        )
+        return record.result
 
     def time_with_benchmark(self, case: PerfCase, request: pytest.FixtureRequest) -> None:
         """Let pytest-benchmark time a few synchronised iterations itself and store our figures.
@@ -178,10 +177,10 @@ class Measuring:
         model in this process, and pytest-benchmark records nothing for them.
         """
         campaign = self.campaign(case.on_gpu, case.preset, case.batch_size)
-        if not isinstance(campaign, Campaign):
+        step, device = campaign.steps.get(case.combo), campaign.device
+        if step is None:  # measured in worker processes: no model lives here
             return
         benchmark = request.getfixturevalue("benchmark")
-        step, device = campaign.steps[case.combo], campaign.device
 
         def synchronised_iteration() -> None:
             step()

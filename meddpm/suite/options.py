@@ -1,18 +1,24 @@
-"""Every command-line option of the regression suite, declared and validated in one place."""
+"""Every command-line option of the regression suite, declared and validated in one place.
+
+The checks of options that ``meddpm-bench`` declares too (combos, warm-up, rounds, processes)
+are the functions both call, so the two commands accept and refuse the same values. pytest is
+imported for type hints only: the bench imports this module and does not depend on pytest.
+"""
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pytest
+import torch
 
 from meddpm.atomic import run_stamp, write_target
 from meddpm.errors import UserError
 from meddpm.history.append import history_target
 from meddpm.history.store import ENV_VAR as HISTORY_ENV_VAR
-from meddpm.judge.arch import validate_arch
+from meddpm.judge.arch import KNOWN_ARCHS, detect_arch, validate_arch
 from meddpm.measure.campaign.interleaved import (
     CPU_DEFAULT_COMBOS,
     GPU_MAX_ROUNDS,
@@ -24,6 +30,15 @@ from meddpm.measure.profiling.ncu import CLOCK_CONTROLS, NcuSettings
 from meddpm.measure.profiling.ncu_metrics import DEFAULT_GROUPS, GROUPS
 from meddpm.model.config import ModelConfig
 from meddpm.run.combos import COMBOS, get_combo
+
+if TYPE_CHECKING:
+    import pytest
+
+# Upper bounds of the counts both commands take: far above any useful run, yet low enough that a
+# typo (an extra zero) is refused at once instead of measuring for hours.
+MAX_WARMUP = 1000  # warm-up iterations per combo: about a minute of the paper preset on an H200
+MAX_ROUNDS = 10_000  # timed rounds: the adaptive rule stops far sooner
+MAX_PROCESSES = 32  # measuring processes (a side): each builds and warms every combo, tens of seconds on a GPU
 
 
 @dataclass(frozen=True)
@@ -109,7 +124,7 @@ def add_options(parser: pytest.Parser) -> None:
         "--arch",
         default=None,
         help="use this architecture's baselines and cases instead of the detected one "
-        "(v100, a100, h100, h200 or any key)",
+        "(v100, a100, h100, h200, or a key with a file in --baseline-dir)",
     )
     g.addoption("--preset", default=None, help="model preset (default: paper on a GPU, tiny on the CPU)")
     g.addoption("--combos", default=None, help=f"comma-separated combos (default: all on GPU); {', '.join(COMBOS)}")
@@ -118,13 +133,14 @@ def add_options(parser: pytest.Parser) -> None:
         "--perf-warmup",
         type=int,
         default=None,
-        help="warm-up iterations per combo (default: 3 GPU, 1 CPU; never fewer than a combo's CUDA graphs need)",
+        help="warm-up iterations per combo (default: 3 GPU, 1 CPU; never fewer than a combo's CUDA graphs need; "
+        f"at most {MAX_WARMUP})",
     )
     g.addoption(
         "--perf-min-rounds",
         type=int,
         default=5,
-        help="timed rounds at least (default: 5, the fewest that can reach p < 0.01)",
+        help=f"timed rounds at least (default: 5, the fewest that can reach p < 0.01; at most {MAX_ROUNDS})",
     )
     g.addoption(
         "--perf-max-rounds", type=int, default=None, help=f"timed rounds at most (default: {GPU_MAX_ROUNDS} GPU, 8 CPU)"
@@ -153,7 +169,7 @@ def add_options(parser: pytest.Parser) -> None:
         choices=("on", "off"),
         default="on",
         help="on (default): after the rounds, each combo runs energy windows back to back until the card's "
-        "temperature holds over them (7-32 s a combo on an H200); off: time and memory only",
+        "temperature holds over them (seconds a combo: docs/energy.md); off: time and memory only",
     )
     g.addoption(
         "--perf-energy-bound",
@@ -180,7 +196,8 @@ def add_options(parser: pytest.Parser) -> None:
         type=int,
         default=None,
         help="measure every case in N fresh processes (each its own CUDA context, autotuning and compilation) "
-        "and judge the per-process medians (default: 1, in the pytest process; 5 a side with --compare-to)",
+        "and judge the per-process medians (default: 1, in the pytest process; 5 a side with --compare-to; "
+        f"at most {MAX_PROCESSES})",
     )
     g.addoption(
         "--compare-to",
@@ -217,20 +234,71 @@ def add_options(parser: pytest.Parser) -> None:
     )
 
 
-def _combos(spec: str | None) -> tuple[str, ...] | None:
-    if spec is None:
-        return None
-    names = tuple(n.strip() for n in spec.split(",") if n.strip())
+def parse_combos(spec: str) -> tuple[str, ...]:
+    """The combos of a ``--combos`` value (comma-separated names, or 'all'), or a one-line UserError.
+
+    A name given twice is refused: the combo would be built and measured twice and show twice.
+    """
+    names = tuple(COMBOS) if spec.strip() == "all" else tuple(n.strip() for n in spec.split(",") if n.strip())
     if not names:
-        raise UserError(f"--combos is empty; choose from {', '.join(COMBOS)}")
+        raise UserError(f"no combos given in --combos; choose from {', '.join(COMBOS)} or 'all'")
     for name in names:
         get_combo(name)
+    twice = sorted({name for name in names if names.count(name) > 1}, key=names.index)
+    if twice:
+        raise UserError(f"--combos names {', '.join(twice)} more than once; give each combo once")
     return names
 
 
-def _at_least(option: str, value: int | None, minimum: int) -> None:
+def check_count(option: str, value: int | None, minimum: int, maximum: int | None = None) -> int | None:
+    """``value`` if it is None or within [minimum, maximum], else a one-line UserError."""
     if value is not None and value < minimum:
         raise UserError(f"{option} must be at least {minimum}, got {value}")
+    if value is not None and maximum is not None and value > maximum:
+        raise UserError(f"{option} must be at most {maximum}, got {value}; see --help for what it costs")
+    return value
+
+
+def _at_least(option: str, value: int | None, minimum: int) -> None:
+    check_count(option, value, minimum)
+
+
+def check_processes(option: str, given: int | None, compare_to: str | None) -> int:
+    """Measuring processes (a side with --compare-to): the default when not given, 2 or more for an A/B run."""
+    processes = given if given is not None else AB_PROCESSES if compare_to is not None else 1
+    check_count(option, processes, 2 if compare_to is not None else 1, MAX_PROCESSES)
+    return processes
+
+
+def _arch(name: str | None, baseline_dir: Path) -> str | None:
+    """``--arch``: a known architecture, one with a baseline file, or this machine's GPU; else a UserError.
+
+    Any other key would run cases that find no baseline and skip, a run that passes having judged nothing.
+    """
+    if name is None:
+        return None
+    validate_arch(name)
+    files = {p.stem for p in baseline_dir.glob("*.json")} if baseline_dir.is_dir() else set()
+    detected = {detect_arch(torch.device("cuda"))} if torch.cuda.is_available() else set()
+    known = sorted((set(KNOWN_ARCHS) | files | detected) - {"cpu"})
+    if name not in known:
+        raise UserError(
+            f"--arch {name!r} is not a known architecture; choose one of {', '.join(known)} (or leave it out: "
+            "the GPU is detected)"
+        )
+    return name
+
+
+def inapplicable_options(options: SuiteOptions, gpu_cases: int, ncu_cases: int) -> list[str]:
+    """One line per option given that has nothing to act on in this session's selection (e.g. ``-m cpu``)."""
+    lines = []
+    if options.arch is not None and not gpu_cases:
+        lines.append(f"--arch {options.arch} has no effect: no GPU case runs in this session (-m cpu, or no GPU)")
+    if not options.energy and not gpu_cases:
+        lines.append("--perf-energy=off has no effect: energy is measured on GPUs only, and no GPU case runs")
+    if options.ncu is not None and not ncu_cases:
+        lines.append("--ncu has no effect: no Nsight Compute case runs in this session (they need a GPU)")
+    return lines
 
 
 def _writable_folder(option: str, path: Path) -> None:
@@ -262,9 +330,9 @@ def parse_options(config: pytest.Config) -> SuiteOptions:
     if opt("--preset") is not None:
         ModelConfig.preset(opt("--preset"))  # raises the unknown-preset error
     _at_least("--batch-size", opt("--batch-size"), 1)
-    _at_least("--perf-warmup", opt("--perf-warmup"), 0)
-    _at_least("--perf-min-rounds", opt("--perf-min-rounds"), 1)
-    _at_least("--perf-max-rounds", opt("--perf-max-rounds"), opt("--perf-min-rounds"))
+    check_count("--perf-warmup", opt("--perf-warmup"), 0, MAX_WARMUP)
+    check_count("--perf-min-rounds", opt("--perf-min-rounds"), 1, MAX_ROUNDS)
+    check_count("--perf-max-rounds", opt("--perf-max-rounds"), opt("--perf-min-rounds"), MAX_ROUNDS)
     _at_least("--perf-benchmark-rounds", opt("--perf-benchmark-rounds"), 1)
     for name in ("--perf-rel-iqr", "--perf-budget"):
         if opt(name) is not None and not opt(name) > 0:
@@ -280,13 +348,14 @@ def parse_options(config: pytest.Config) -> SuiteOptions:
     _writable_folder("--perf-results-dir", opt("--perf-results-dir"))
     for name in ("results.json", "summary.md"):  # a pipe or device there would be found only after measuring
         write_target(opt("--perf-results-dir") / name)
+    baseline_dir = _baseline_dir(config, saving)
     return SuiteOptions(
         save_baseline=saving,
         force_save=opt("--force-save-baseline"),
-        baseline_dir=_baseline_dir(config, saving),
-        arch=validate_arch(opt("--arch")) if opt("--arch") else None,
+        baseline_dir=baseline_dir,
+        arch=_arch(opt("--arch"), baseline_dir),
         preset=opt("--preset"),
-        combos=_combos(opt("--combos")),
+        combos=parse_combos(opt("--combos")) if opt("--combos") is not None else None,
         batch_size=opt("--batch-size"),
         warmup=opt("--perf-warmup"),
         min_rounds=opt("--perf-min-rounds"),
@@ -299,16 +368,10 @@ def parse_options(config: pytest.Config) -> SuiteOptions:
         benchmark_rounds=opt("--perf-benchmark-rounds"),
         results_dir=opt("--perf-results-dir"),
         ncu=_ncu_settings(config) if opt("--ncu") else None,
-        processes=_processes(opt("--perf-processes"), opt("--compare-to")),
+        processes=check_processes("--perf-processes", opt("--perf-processes"), opt("--compare-to")),
         compare_to=_revision(opt("--compare-to"), saving),
         history=history_target(opt("--history")),
     )
-
-
-def _processes(given: int | None, compare_to: str | None) -> int:
-    processes = given if given is not None else AB_PROCESSES if compare_to is not None else 1
-    _at_least("--perf-processes", processes, 2 if compare_to is not None else 1)
-    return processes
 
 
 def _revision(rev: str | None, saving: bool) -> str | None:

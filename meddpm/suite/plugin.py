@@ -21,7 +21,7 @@ from meddpm.judge.arch import KNOWN_ARCHS, detect_arch
 from meddpm.measure.processes.revision import checkout_root, resolve_revision
 from meddpm.report.tables import ddp_table
 from meddpm.suite.cases import CPU, PerfCase, RatioCase
-from meddpm.suite.options import add_options, parse_options
+from meddpm.suite.options import add_options, inapplicable_options, parse_options
 from meddpm.suite.records import append_history, ncu_tables
 from meddpm.suite.session import SuiteRun
 
@@ -138,6 +138,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             suite.judging.baselines.load(arch)
     except UserError as exc:
         raise pytest.UsageError(str(exc)) from None
+    cases = [case for item in will_run if (case := _case_of(item)) is not None]
+    ncu_cases = [item for item in will_run if item.get_closest_marker("ncu")]
+    for line in inapplicable_options(suite.options, sum(c.arch != CPU for c in cases), len(ncu_cases)):
+        suite.write_line(f"meddpm: warning: {line}")
     progress = SessionProgress({item.nodeid for item in will_run if isinstance(_case_of(item), PerfCase)})
     session.config.stash[PROGRESS] = progress
     session.config.pluginmanager.register(progress, "meddpm-session-progress")

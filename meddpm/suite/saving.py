@@ -19,10 +19,10 @@ import torch
 from meddpm.judge.baseline import BaselineFile, CaseBaseline, NcuBaseline, Noise, update_baseline
 from meddpm.measure.energy.counter import ENERGY_METHOD
 from meddpm.measure.machine.environment import environment
+from meddpm.measure.processes.ddp import DdpResult
 from meddpm.measure.profiling.ncu import NcuProfile
 from meddpm.measure.statistics.compare import between_process_spread
 from meddpm.measure.statistics.descriptive import Stats
-from meddpm.run.distributed import DdpResult
 from meddpm.suite.cases import CPU, CaseRecord
 from meddpm.suite.judging import StoredBaselines
 from meddpm.suite.measuring import Measuring, device_for

@@ -17,9 +17,10 @@ import torch
 
 from meddpm.judge.baseline import CaseBaseline, Expectation, SamplingBudget
 from meddpm.judge.verdict import Verdict
-from meddpm.measure.campaign.interleaved import Campaign, ComboResult
+from meddpm.measure.campaign.interleaved import ComboResult
+from meddpm.measure.campaign.protocol import MeasuringCampaign
+from meddpm.measure.processes.ddp import DdpResult
 from meddpm.measure.profiling.ncu import NcuProfile
-from meddpm.run.distributed import DdpResult
 from meddpm.suite.cases import CaseRecord, PerfCase, Plan, RatioCase
 from meddpm.suite.judging import Judging, StoredBaselines
 from meddpm.suite.measuring import Measuring, device_for
@@ -46,7 +47,7 @@ class SuiteRun:
         """The current CUDA device, or the CPU."""
         return device_for(on_gpu)
 
-    def campaign(self, on_gpu: bool, preset: str, batch_size: int) -> Campaign:
+    def campaign(self, on_gpu: bool, preset: str, batch_size: int) -> MeasuringCampaign:
         """The interleaved measurement of every selected combo of ``preset``, run on first use."""
         return self.measuring.campaign(on_gpu, preset, batch_size)
 

@@ -1,5 +1,5 @@
 """One full reverse diffusion (all T steps, one volume) of one combo in this process, as the suite's sampling
-case times it (meddpm.run.sampling.time_sampling); prints one JSON line."""
+case times it (meddpm.measure.campaign.sampling.time_sampling); prints one JSON line."""
 
 import json
 import sys
@@ -8,7 +8,7 @@ import torch
 
 from meddpm.model.config import ModelConfig
 from meddpm.run.combos import get_combo
-from meddpm.run.sampling import time_sampling
+from meddpm.measure.campaign.sampling import time_sampling
 
 preset, combo = sys.argv[1], sys.argv[2]
 device = torch.device("cuda", 0)

@@ -1,3 +1,5 @@
 """The interleaved measuring campaign of one preset's combos in one process
-(:mod:`~meddpm.measure.campaign.interleaved`) and the model FLOPs its figures use
-(:mod:`~meddpm.measure.campaign.flops`)."""
+(:mod:`~meddpm.measure.campaign.interleaved`), what a campaign measured, a combo's runs one per process
+(:mod:`~meddpm.measure.campaign.result`), what every campaign offers its readers
+(:mod:`~meddpm.measure.campaign.protocol`), the model FLOPs its figures use (:mod:`~meddpm.measure.campaign.flops`)
+and the time of a full sample (:mod:`~meddpm.measure.campaign.sampling`)."""

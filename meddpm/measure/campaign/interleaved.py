@@ -19,36 +19,32 @@ from __future__ import annotations
 import gc
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 
-import numpy as np
 import torch
 
 from meddpm.errors import UserError
 from meddpm.measure.campaign.flops import forward_flops, train_step_flops
+from meddpm.measure.campaign.protocol import Progress, Source
+from meddpm.measure.campaign.result import ComboResult, ComboRuns
 from meddpm.measure.energy.block import measure_soaked_block, probe_combo
-from meddpm.measure.energy.counter import ENERGY_METHOD, BlockEnergy, EnergyEstimate, WindowEnergy
 from meddpm.measure.energy.heat_soak import SoakPlan
 from meddpm.measure.energy.power_sampler import PowerSampler, poll_period
 from meddpm.measure.machine.nvml import Gpu, GpuState, open_gpu
 from meddpm.measure.machine.timing import synchronize, time_once, time_synchronized
-from meddpm.measure.statistics.descriptive import Stats, median_rel_se
+from meddpm.measure.statistics.descriptive import Stats
 from meddpm.model.config import ModelConfig
 from meddpm.run.combos import Combo
 from meddpm.run.train import TrainStep
 
-THROTTLE_CLOCK_FRACTION = 0.98
-
 # GPU defaults of the suite and the bench. A process median is the unit of their verdicts, so it
-# should carry little noise of its own: `fast`'s rounds spread 1.3-1.7 % (IQR) with a lag-1
-# autocorrelation of 0.5-0.6 on an H200, which leaves its median of 5 rounds uncertain by 0.6 %,
-# twice the 0.27 % by which its medians of 300 rounds differ between processes (2026-11-24,
-# docs/statistics.md). 0.2 % took `fast` 60-110 rounds a process in that day's A/B and nightly runs
-# (3-6 s, against 20-30 s of compilation) and left the eager combos at their 5.
+# should carry little noise of its own: `fast`'s consecutive rounds correlate, and its median of the
+# minimum 5 rounds is uncertain by more than its medians differ between processes; a 0.2 % target
+# costs it seconds a process and leaves the eager combos at their 5 (the figures: docs/statistics.md).
 GPU_MEDIAN_PRECISION = 0.002
 GPU_MAX_ROUNDS = 500
-# The median's standard error is judged only after this much timed time per combo: estimated from
-# 5-10 rounds of `fast` it read 0.14-0.25 % where 300 rounds put it at 0.12-0.18 %.
+# The median's standard error is judged only after this much timed time per combo: estimated from a
+# handful of rounds it reads too low (docs/statistics.md).
 _PRECISION_MIN_TIMED_S = 1.0
 
 # CPU runs default to the combos that finish in seconds there: bf16 conv3d crawls on CPUs
@@ -103,211 +99,12 @@ class CampaignSettings:
         return f"{self.rel_iqr_target:.0%} rel. IQR{precision}"
 
 
-@dataclass
-class ComboResult:
-    """What one combo measured: per-iteration times, energy blocks and the figures derived from them.
-
-    ``energy_blocks`` holds one block per measuring process; ``sample_flops`` is the model FLOPs
-    of one volume's full reverse diffusion (all T steps), for the estimated energy of a sample.
-    """
-
-    preset: str
-    combo: str
-    batch_size: int
-    volume: tuple[int, int, int]
-    math_precision: str
-    samples_ms: list[float]
-    warmup_ms: list[float]
-    setup_s: float
-    flops_per_iter: int
-    rel_iqr_target: float
-    stop_reason: str = ""
-    peak_allocated_bytes: int | None = None
-    peak_reserved_bytes: int | None = None
-    energy_note: str = ""
-    gpu_states: list[GpuState] = field(default_factory=list)
-    energy_blocks: list[BlockEnergy] = field(default_factory=list)
-    sample_flops: int = 0
-
-    @property
-    def stats(self) -> Stats:
-        """Statistics of the timed iterations."""
-        return Stats.from_samples(self.samples_ms)
-
-    @property
-    def reliable(self) -> bool:
-        """Whether the spread met the target, so a verdict on this result is not luck."""
-        return self.stats.rel_iqr <= self.rel_iqr_target
-
-    @property
-    def median_rel_se(self) -> float:
-        """Relative standard error of the median of the timed rounds (``statistics.descriptive.median_rel_se``)."""
-        return median_rel_se(self.samples_ms)
-
-    @property
-    def tflops(self) -> float:
-        """Achieved model TFLOP/s at the median iteration time."""
-        return self.flops_per_iter / (self.stats.median * 1e-3) / 1e12
-
-    @property
-    def iterations_per_s(self) -> float:
-        """Training iterations per second at the median."""
-        return 1e3 / self.stats.median
-
-    @property
-    def voxels_per_s(self) -> float:
-        """Training voxels (volume x batch) per second at the median."""
-        return float(np.prod(self.volume)) * self.batch_size * self.iterations_per_s
-
-    @property
-    def energy(self) -> EnergyEstimate | None:
-        """Energy per iteration over every block, its counter bound and its replicates (None if not measured).
-
-        The replicates are the blocks' figures where several processes measured, else the one
-        block's windows, both read with the counter interpolated where every window has that figure.
-        The plain counter's steps are the bound's share already; in the replicates' spread they would
-        count twice, and more the shorter the windows: neighbours share an edge, so a step one window
-        misses the next one gains (2.3-3.2 % plain against 0.04-0.8 % interpolated, H200 blocks of
-        2026-11-24).
-        """
-        blocks = [b for b in self.energy_blocks if b.iterations]
-        if not blocks:
-            return None
-        interpolated = all(w.interpolated_j is not None for b in blocks for w in b.windows)
-
-        def joules(w: WindowEnergy) -> float:
-            return w.interpolated_j if interpolated and w.interpolated_j is not None else w.counter_j
-
-        per_block = [sum(joules(w) for w in b.windows) / b.iterations for b in blocks]
-        windows = [joules(w) / w.iterations for w in blocks[0].windows]
-        return EnergyEstimate(
-            j_per_iter=sum(b.counter_j for b in blocks) / sum(b.iterations for b in blocks),
-            # The total's error is a sum of the blocks' errors, each under its bound x its energy.
-            quantisation=max(b.quantisation for b in blocks),
-            replicates=tuple(per_block if len(blocks) > 1 else windows),
-        )
-
-    @property
-    def energy_j_per_iter(self) -> float | None:
-        """Energy per training iteration from the card's total-energy counter, if it has one."""
-        return self.energy.j_per_iter if self.energy else None
-
-    @property
-    def mean_power_w(self) -> float | None:
-        """The card's mean power over the energy windows: their energy over their GPU time."""
-        seconds = sum(w.gpu_s for b in self.energy_blocks for w in b.windows)
-        return sum(b.counter_j for b in self.energy_blocks) / seconds if seconds else None
-
-    @property
-    def energy_period_ms(self) -> float | None:
-        """The energy counter's update period seen while measuring (the longest over the blocks)."""
-        return max((b.period_s * 1e3 for b in self.energy_blocks), default=None)
-
-    @property
-    def energy_j_per_volume(self) -> float | None:
-        """Energy per training sample (one volume of the batch)."""
-        e = self.energy_j_per_iter
-        return None if e is None else e / self.batch_size
-
-    @property
-    def tflop_per_j(self) -> float | None:
-        """Model TFLOP per joule of the card: the training step's work over its energy."""
-        e = self.energy_j_per_iter
-        return None if not e else self.flops_per_iter / e / 1e12
-
-    @property
-    def sample_energy_j_estimate(self) -> float | None:
-        """Estimated energy of one volume's full reverse diffusion, at the training step's joules per FLOP.
-
-        An estimate: sampling runs forward passes only, whose joules per FLOP differ from a
-        training step's; ``meddpm-bench --sample`` measures it.
-        """
-        e = self.energy_j_per_iter
-        return None if e is None or not self.sample_flops else e / self.flops_per_iter * self.sample_flops
-
-    @property
-    def clock_event_reasons(self) -> tuple[str, ...]:
-        """Every clock-event reason seen while iterating (benign ones included)."""
-        return tuple(sorted({r for s in self.gpu_states for r in s.clock_event_reasons}))
-
-    @property
-    def throttle_reasons(self) -> tuple[str, ...]:
-        """Power or thermal reasons seen while the SM clock sat measurably below its maximum.
-
-        A reason flagged for an instant while the clock stays within 2 % of the maximum (a
-        power-cap blip of 15 MHz, say) moves no timing and does not count as throttling.
-        """
-        return tuple(
-            sorted(
-                {
-                    r
-                    for s in self.gpu_states
-                    if s.sm_clock_mhz < THROTTLE_CLOCK_FRACTION * s.sm_clock_max_mhz
-                    for r in s.throttle_reasons
-                }
-            )
-        )
-
-    def gpu_summary(self) -> dict[str, float | None]:
-        """SM clock mean and min, temperature max, utilisation mean over the timed iterations."""
-        if not self.gpu_states:
-            return {
-                "sm_clock_mean_mhz": None,
-                "sm_clock_min_mhz": None,
-                "temperature_max_c": None,
-                "gpu_utilization_mean_pct": None,
-            }
-        clocks = [s.sm_clock_mhz for s in self.gpu_states]
-        return {
-            "sm_clock_mean_mhz": float(np.mean(clocks)),
-            "sm_clock_min_mhz": float(min(clocks)),
-            "temperature_max_c": float(max(s.temperature_c for s in self.gpu_states)),
-            "gpu_utilization_mean_pct": float(np.mean([s.gpu_utilization_pct for s in self.gpu_states])),
-        }
-
-    def as_dict(self) -> dict[str, object]:
-        """Everything, with the derived figures, for JSON."""
-        d = asdict(self)
-        d.pop("gpu_states")
-        d.update(
-            stats=self.stats.as_dict(),
-            reliable=self.reliable,
-            median_rel_se=self.median_rel_se,
-            tflops=self.tflops,
-            iterations_per_s=self.iterations_per_s,
-            voxels_per_s=self.voxels_per_s,
-            energy_j_per_iter=self.energy_j_per_iter,
-            energy_quantisation=self.energy.quantisation if self.energy else None,
-            energy_spread=self.energy.spread if self.energy else None,
-            energy_period_ms=self.energy_period_ms,
-            energy_method=ENERGY_METHOD if self.energy else None,
-            mean_power_w=self.mean_power_w,
-            energy_j_per_volume=self.energy_j_per_volume,
-            tflop_per_j=self.tflop_per_j,
-            sample_energy_j_estimate=self.sample_energy_j_estimate,
-            clock_event_reasons=list(self.clock_event_reasons),
-            throttle_reasons=list(self.throttle_reasons),
-            **self.gpu_summary(),
-        )
-        return d
-
-
-@dataclass(frozen=True)
-class Progress:
-    """A step of a campaign, for progress displays: a warm-up iteration, a round, or an energy block begun."""
-
-    phase: str  # "warmup", "round" or "energy" (and "process" from a ProcessCampaign)
-    combo: str
-    done: int
-    total: int
-    detail: str = ""
-
-
 class Campaign:
-    """Interleaved measurement of several combos of one preset on one device.
+    """Interleaved measurement of several combos of one preset on one device, in this process.
 
-    The combos' training steps stay alive after :meth:`run` (for a caller that times them
-    again, such as pytest-benchmark) until :meth:`close`.
+    A :class:`~meddpm.measure.campaign.protocol.MeasuringCampaign` with one run per combo (``results``, filled as
+    it is measured) and no sources: it measures the code this process imported. The combos' training steps stay
+    alive after :meth:`run` (for a caller that times them again, such as pytest-benchmark) until :meth:`close`.
     """
 
     def __init__(
@@ -357,10 +154,21 @@ class Campaign:
             ) from None
         return self.results
 
+    @property
+    def sources(self) -> tuple[Source, ...]:
+        """None: the code measured is this process's own."""
+        return ()
+
+    def measurements(self, source: Source | None = None) -> dict[str, ComboRuns]:
+        """Each combo's one run, measured in this process (which has no other source than None)."""
+        if source is not None:
+            raise ValueError(f"an in-process campaign measures no source of its own, not {source.label}")
+        return {name: ComboRuns([result]) for name, result in self.results.items()}
+
     def ratio(self, combo: str, reference: str) -> Stats:
         """Statistics of the per-round time ratio combo / reference (paired by round)."""
-        a, b = self.results[combo].samples_ms, self.results[reference].samples_ms
-        return Stats.from_samples([x / y for x, y in zip(a, b)])
+        runs = self.measurements()
+        return runs[combo].ratio_to(runs[reference])
 
     def close(self) -> None:
         """Free the training steps and cached GPU memory."""
@@ -450,9 +258,8 @@ class Campaign:
         The combos take their turns in the order of their probed power, highest first. The rounds end with the
         fastest combo alone, usually the hungriest, so the first block starts at its own temperature and the card
         then cools from one combo's temperature to the next in small steps; lowest first, the first block had
-        to cool from there to the coolest combo's and the card then warmed again (on an H200 on 2026-11-25, in
-        one process, the blocks took 59.0 and 85.7 s highest first against 79.8 and 114.8 s lowest first, and
-        each combo's J/iter agreed within about 1 % between the orders).
+        to cool from there to the coolest combo's and the card then warmed again, for longer blocks and the same
+        J/iter (docs/energy.md, "The phase in one run").
         """
         gpu, s = self._gpu, self.settings
         if gpu is None:

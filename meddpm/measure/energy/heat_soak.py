@@ -1,9 +1,9 @@
 """When the card has reached the combo's own steady temperature, so its energy windows can count.
 
 A chip's leakage power grows with its temperature, and the temperature a combo starts from
-depends on what ran before it: on an H100 (2026-11-23) the same baseline iteration read
-465.7 J at 46-48 °C, as the first work of a process on a cool card, and 481.7 J at 54-57 °C,
-right after ``fast`` had run at 700 W (3.4 % apart, each block's windows within 1.7 %). So the
+depends on what ran before it: the same iteration reads a few percent more energy right after a
+high-power combo than as the first work of a process on a cool card, more than its windows spread
+(docs/energy.md, "The method"). So the
 combo runs back to back, its windows measured all along, until the temperature over the last
 windows has settled (:func:`meddpm.measure.energy.block.run_soaked_block`): every process
 measures the combo at the temperature that combo's own power holds the card at.
@@ -12,12 +12,10 @@ measures the combo at the temperature that combo's own power holds the card at.
 within ``tolerance_c`` of one another; bounded by ``max_s``, after which the last windows are kept
 anyway and the soak says it did not settle. Means over whole windows, not single readings: a window
 holds whole iterations, and the strict-FP32 combos' readings swing by several degrees at one
-temperature (on an H200, 2026-11-25, ``opt2``'s readings jumped between 47 and 52 °C from one to the
-next, a second or two apart, with no trend over 30 s), which a rule on single readings took for a
-card still moving. The tolerance, 2 °C, is what leakage turns into under 1 % of energy at the H100's
-0.4 % per °C above, half the suite's 2 % bound. At 1 °C, 10 of the 12 blocks of two H200 suites ended
-unsettled (2026-11-25), while each combo's J/iter agreed within about 1 % between orders and phases of
-one process.
+temperature (readings a second or two apart jump by degrees with no trend), which a rule on single
+readings took for a card still moving. The tolerance, 2 °C, is what leakage turns into under 1 % of
+energy, half the suite's 2 % bound; at 1 °C most blocks ended unsettled while their energy already
+agreed (docs/energy.md, "The order and the rule").
 """
 
 from __future__ import annotations

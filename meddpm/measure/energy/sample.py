@@ -3,7 +3,7 @@
 One window of back-to-back full samples, enough of them that a step of the energy counter is
 under 1 % of the window's energy (one, for every combo slower than ``fast``), between leads of a
 few reverse steps so the card runs steadily across both edges. Without an energy counter (the
-CPU) it times one sample, as :func:`meddpm.run.sampling.time_sampling` does.
+CPU) it times one sample, as :func:`meddpm.measure.campaign.sampling.time_sampling` does.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import math
 
 import torch
 
+from meddpm.measure.campaign.sampling import SamplingResult
 from meddpm.measure.energy.block import measure_block
 from meddpm.measure.energy.counter import LEAD_PERIODS, BlockEnergy, BlockPlan, plan_block
 from meddpm.measure.energy.power_sampler import PowerSampler, poll_period
@@ -19,7 +20,7 @@ from meddpm.measure.machine.nvml import open_gpu
 from meddpm.measure.machine.timing import time_once
 from meddpm.model.config import ModelConfig
 from meddpm.run.combos import Combo
-from meddpm.run.sampling import Sampler, SamplingResult
+from meddpm.run.sampling import Sampler
 
 
 def sample_with_energy(

@@ -23,9 +23,9 @@ def host_memory_needed(config: ModelConfig, combos: Sequence[Combo], batch_size:
 
     A campaign keeps every combo's step alive (parameters, Adam's two moments, its batch) and
     runs one iteration at a time, whose activations and gradients come on top. Those are
-    traced once on the meta device (no memory, seconds even for the full-size presets): the
-    paper preset comes to 18.1 GiB for baseline, where an H200 measured 18.7 GiB with cuDNN's
-    workspace; at 64^3 it says 2.6 GiB, and a CPU process grew by 3.0 GiB. A lower bound, so
+    traced once on the meta device (no memory, seconds even for the full-size presets); the
+    estimate stays below the peaks measured on a GPU (cuDNN's workspace on top) and on the CPU
+    (``tests/test_host_memory.py`` holds it under the paper preset's). A lower bound, so
     that a run it refuses could never have fitted: bf16 autocast at least halves the activations
     (some stay fp32), and a compiled combo may recompute instead of keeping any, so only its
     resident state counts. ``ddp_processes`` ranks of data-parallel training, run after the

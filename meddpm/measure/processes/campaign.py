@@ -3,9 +3,9 @@
 Each process (``python -m meddpm.measure.processes.worker``) measures every combo interleaved, as an in-process
 :class:`~meddpm.measure.campaign.interleaved.Campaign` does; the processes run one after another on the same device.
 With two sources (the working tree and a git revision) they alternate A B B A A B ..., so drift
-of the card over the run falls on both alike. A :class:`ProcessCampaign` offers the interface
-the suite and the bench read from a campaign (``results``, ``ratio``, ``close``), plus the
-per-process medians that verdicts use as their unit.
+of the card over the run falls on both alike. A :class:`ProcessCampaign` is a
+:class:`~meddpm.measure.campaign.protocol.MeasuringCampaign` whose combos hold one run per process and source,
+the process medians that verdicts use as their unit among their figures.
 """
 
 from __future__ import annotations
@@ -19,19 +19,20 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from meddpm.errors import UserError
-from meddpm.measure.campaign.interleaved import CampaignSettings, ComboResult, Progress
+from meddpm.measure.campaign.interleaved import CampaignSettings
+from meddpm.measure.campaign.protocol import Progress, Source
+from meddpm.measure.campaign.result import ComboResult, ComboRuns
 from meddpm.measure.energy.counter import BlockEnergy
 from meddpm.measure.machine.nvml import GpuState
 from meddpm.measure.statistics.descriptive import Stats
 from meddpm.model.config import ModelConfig
+from meddpm.run.train import TrainStep
 
 WORKER_SCHEMA = "meddpm-worker/1"
 # Where a source's worker is, newest layout first: measure/ split into sub-packages, measure/ before that,
@@ -43,15 +44,6 @@ ENERGY_ERROR = "MEDDPM_ENERGY_ERROR"  # the worker's energy bound (CampaignSetti
 # Processes a side in an A/B run unless told otherwise: with the measured 0.3 % between-process
 # spread, five a side find 95 % of 1 % slowdowns (docs/statistics.md).
 AB_PROCESSES = 5
-
-
-@dataclass(frozen=True)
-class Source:
-    """Code to measure: the folder whose ``meddpm`` package the worker imports, and its name."""
-
-    label: str  # "working tree (abc1234+dirty)" or "HEAD~1 (abc1234)"
-    root: Path
-    commit: str
 
 
 @contextlib.contextmanager
@@ -102,9 +94,8 @@ def result_from_dict(data: dict) -> ComboResult:
 class ProcessCampaign:
     """Every combo of one preset measured in ``processes`` worker processes per source.
 
-    ``results`` holds the first source's figures merged over its processes (all rounds, the
-    largest peak memory); :meth:`process_medians` gives each process's median, the unit of
-    the verdicts.
+    Each combo of each source holds its runs, one per process that finished (:meth:`measurements`); ``results``
+    pools the first source's. No model lives in this process, so there are no training steps to time again.
     """
 
     def __init__(
@@ -129,44 +120,47 @@ class ProcessCampaign:
         self.processes = processes
         self.sources = list(sources)
         self.timeout_s = timeout_s
-        self.steps: dict[str, object] = {}  # nothing lives in this process
-        self.by_source: dict[str, dict[str, list[ComboResult]]] = {s.label: {} for s in self.sources}
-        self.results: dict[str, ComboResult] = {}
+        self._measured = {s.label: {c: ComboRuns(in_workers=True) for c in self.combos} for s in self.sources}
+
+    @property
+    def steps(self) -> Mapping[str, TrainStep]:
+        """None: the models lived and died in the workers."""
+        return {}
+
+    @property
+    def results(self) -> dict[str, ComboResult]:
+        """The first source's figures by combo, pooled over the processes that finished."""
+        return {c: runs.pooled for c, runs in self.measurements().items() if runs.runs}
 
     def run(self, on_progress: Callable[[Progress], None] | None = None) -> dict[str, ComboResult]:
-        """Run every worker process in turn; returns the first source's merged results by combo.
+        """Run every worker process in turn; returns the first source's results by combo, pooled over its processes.
 
-        Interrupted (Ctrl-C or SIGTERM), the running worker is killed and ``results`` keeps the
+        Interrupted (Ctrl-C or SIGTERM), the running worker is killed and the measurements keep the
         processes that finished, for the caller to write as a partial run.
         """
         notify = on_progress or (lambda _: None)
         order = alternating(self.sources, self.processes)
-        try:
-            with sigterm_as_interrupt():
-                # Energy blocks (about 12 s per combo) run in the first process only, and not at all in an
-                # A/B run, which judges time: in every process they would push a nightly run past 10 minutes.
-                for done, source in enumerate(order, 1):
-                    for result in self._run_worker(source, energy=done == 1 and len(self.sources) == 1):
-                        self.by_source[source.label].setdefault(result.combo, []).append(result)
-                    medians = ", ".join(
-                        f"{combo} {runs[-1].stats.median:.4g} ms"
-                        for combo, runs in self.by_source[source.label].items()
-                    )
-                    notify(Progress("process", source.label, done, len(order), medians))
-        finally:
-            self.results = {c: _merged(runs) for c, runs in self.by_source[self.sources[0].label].items()}
+        with sigterm_as_interrupt():
+            # Energy blocks (about 12 s per combo) run in the first process only, and not at all in an
+            # A/B run, which judges time: in every process they would push a nightly run past 10 minutes.
+            for done, source in enumerate(order, 1):
+                measured = self.measurements(source)
+                for result in self._run_worker(source, energy=done == 1 and len(self.sources) == 1):
+                    measured[result.combo].runs.append(result)
+                medians = ", ".join(
+                    f"{combo} {runs.runs[-1].stats.median:.4g} ms" for combo, runs in measured.items() if runs.runs
+                )
+                notify(Progress("process", source.label, done, len(order), medians))
         return self.results
 
-    def process_medians(self, combo: str, source: Source | None = None) -> list[float]:
-        """Each process's median time of ``combo`` (ms), for ``source`` (default: the first)."""
-        label = (source or self.sources[0]).label
-        return [r.stats.median for r in self.by_source[label].get(combo, [])]
+    def measurements(self, source: Source | None = None) -> dict[str, ComboRuns]:
+        """Each combo's runs from ``source`` (default: the first), one per process that finished."""
+        return self._measured[(source or self.sources[0]).label]
 
     def ratio(self, combo: str, reference: str) -> Stats:
         """Per-round time ratio combo / reference of the first source, paired inside each process."""
-        runs = self.by_source[self.sources[0].label]
-        pairs = [x / y for a, b in zip(runs[combo], runs[reference]) for x, y in zip(a.samples_ms, b.samples_ms)]
-        return Stats.from_samples(pairs)
+        runs = self.measurements()
+        return runs[combo].ratio_to(runs[reference])
 
     def close(self) -> None:
         """Nothing to free: the models lived and died in the workers."""
@@ -228,23 +222,6 @@ def worker_module(root: Path) -> str:
 def worker_file(module: str) -> str:
     """``meddpm.measure.processes.worker`` -> ``meddpm/measure/processes/worker.py``."""
     return module.replace(".", "/") + ".py"
-
-
-def _merged(runs: list[ComboResult]) -> ComboResult:
-    """One ComboResult from several processes' results of the same combo."""
-    first = runs[0]
-    peaks = [r.peak_allocated_bytes for r in runs if r.peak_allocated_bytes is not None]
-    reserved = [r.peak_reserved_bytes for r in runs if r.peak_reserved_bytes is not None]
-    return dataclasses.replace(
-        first,
-        samples_ms=[s for r in runs for s in r.samples_ms],
-        setup_s=float(np.mean([r.setup_s for r in runs])),
-        stop_reason=f"{len(runs)} processes; first: {first.stop_reason}",
-        peak_allocated_bytes=max(peaks) if peaks else None,
-        peak_reserved_bytes=max(reserved) if reserved else None,
-        energy_blocks=[b for r in runs for b in r.energy_blocks],
-        gpu_states=[g for r in runs for g in r.gpu_states],
-    )
 
 
 def _last_error(stderr: str) -> str:

@@ -3,15 +3,15 @@
 ncu profiles :mod:`meddpm.measure.profiling.profiled_step`, which warms a combo up and then runs the
 measured iterations inside the NVTX range ``meddpm_step``; only kernels inside it count
 (``--nvtx --nvtx-include meddpm_step``), so every kernel of the iteration is seen, not a fixed
-window of launches. Ways to replay, with different costs (measured on an H100; README, "Nsight Compute"):
+window of launches. Ways to replay, with different costs (docs/measured.md, "What profiling costs"):
 
 - ``range`` (default): ncu replays the whole NVTX range once per counter pass and reports one
   row for the iteration, aggregated by the hardware. A second run with kernel replay records
   each kernel's duration for the kernel mix, plus the instruction mix if asked for (ncu
   counts it by patching each kernel's code, which range replay cannot do).
 - ``kernel``: every metric for every kernel (each kernel replayed once per pass), aggregated
-  here: sums for counts, duration-weighted means for rates. About 0.3 s per kernel with
-  every group on an H100, so minutes per combo at 128^3.
+  here: sums for counts, duration-weighted means for rates. The slowest: minutes per combo at
+  128^3 with every group.
 - ``app-range``: like ``range``, but ncu re-runs the whole program for each pass instead of
   saving and restoring memory; for ranges ``range`` cannot replay, at minutes per combo.
 
@@ -222,7 +222,7 @@ _KNOWN_FAILURES = (
     (
         "Unsupported API during capture",
         "ncu's range replay cannot capture this iteration: it makes a driver call that range replay does not "
-        "support (the compiled fast combo does on an H100, ncu 2025.3); use --ncu-replay=app-range, which re-runs "
+        "support (the compiled fast combo does); use --ncu-replay=app-range, which re-runs "
         "the program per pass (about 1.5 min each for fast), with a --ncu-timeout to match",
     ),
 )
@@ -384,8 +384,8 @@ def profile_combo(
 def _compile_outside_ncu(target: list[str], log: Path, timeout_s: float) -> float:
     """Run the target once without ncu, so that the profiled runs find Inductor's on-disk cache.
 
-    Compiling under ncu is slow (every autotuning launch is intercepted): the fast combo did
-    not reach its NVTX range within 300 s on an H100. Returns the wall time.
+    Compiling under ncu is slow (every autotuning launch is intercepted): the fast combo may not
+    reach its NVTX range within minutes (docs/measured.md). Returns the wall time.
     """
     returncode, seconds = _run_logged(
         target, log, timeout_s, f"compiling before profiling ran past {timeout_s:.0f} s; raise --ncu-timeout"

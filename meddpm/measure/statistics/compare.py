@@ -1,12 +1,11 @@
 """Comparing two sets of per-process medians: the ratio, its interval, a test and what it could see.
 
-The unit here is a *process*: each one builds its own CUDA context and cuDNN plans and
-compiles with Inductor anew, so its median iteration time carries the noise that rounds
-inside one process never show (measured on H200s: rounds 0.05-1 %, processes up to 0.3 %,
-machine starts 2.5 %). Process medians of one machine are compared on the log scale, where a
-slowdown is a shift: Welch's t-test (no equal-variance assumption; process medians are means
-of many rounds, so close to normal), its confidence interval turned back into a ratio, and the
-minimum detectable effect that this many processes with this much spread can resolve.
+The unit here is a *process*: each one builds its own CUDA context and cuDNN plans and compiles with Inductor
+anew, so its median iteration time carries the noise that rounds inside one process never show
+(docs/statistics.md, "The unit is the process"). Process medians of one machine are compared on the log scale,
+where a slowdown is a shift: Welch's t-test (no equal-variance assumption; process medians are means of many
+rounds, so close to normal), its confidence interval turned back into a ratio, and the minimum detectable effect
+that this many processes with this much spread can resolve.
 """
 
 from __future__ import annotations
@@ -20,8 +19,8 @@ from scipy import stats
 
 # A slowdown has to clear this multiple of the measured between-process spread, and this floor,
 # before it counts: significance alone would flag harmless 0.2 % shifts on very quiet cards.
-# Simulated from the measured noise (0.3 % between processes, 5 processes a side): 0.03 % of
-# clean A/B runs cross both bars, and 95 % of 1 % slowdowns do (docs/statistics.md).
+# Both were chosen by simulating A/B runs from the measured noise, for few false alarms and most 1 %
+# slowdowns found (docs/statistics.md, "Why these thresholds").
 NOISE_MULTIPLE = 2.0
 THRESHOLD_FLOOR = 0.006
 

@@ -56,7 +56,7 @@ def median_rel_se(samples: Sequence[float]) -> float:
     From the IQR (robust to the odd slow round) as a normal sample's sigma, with the sample size cut
     to the effective size of an AR(1) series, n (1 - r) / (1 + r), where r is the lag-1
     autocorrelation (clipped to [0, 0.9]): consecutive rounds of one process are not independent
-    (``fast`` on an H200: r = 0.5-0.6, clocks that follow the power cap), and counting them as
+    (``fast``'s follow clocks that track the power cap; docs/statistics.md), and counting them as
     if they were would claim twice the precision there is.
     """
     a = np.asarray(samples, dtype=float)

@@ -4,10 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from meddpm import COMBOS, ModelConfig, TrainStep, UserError
+from meddpm import COMBOS, TrainStep, UserError
 from meddpm.measure.campaign.interleaved import CPU_DEFAULT_COMBOS, Campaign, CampaignSettings
-from meddpm.measure.machine.host_memory import host_memory_needed
-from meddpm.suite.options import CPU_DEFAULT_COMBOS as SUITE_CPU_DEFAULT_COMBOS
 
 
 def run(micro, **settings) -> Campaign:
@@ -133,21 +131,8 @@ def test_other_runtime_errors_are_not_taken_for_out_of_memory(micro, monkeypatch
         campaign.run()
 
 
-def test_host_memory_estimate_is_a_lower_bound_of_the_measured_peak():
-    paper, gib = ModelConfig.preset("paper"), 2**30
-    baseline = host_memory_needed(paper, [COMBOS["baseline"]], 1)
-    # An H200 measured 18.73 GiB for paper/baseline (README), cuDNN's workspace included.
-    assert 16 * gib < baseline < 18.73 * gib
-    # bf16 keeps at most half the activations; a compiled combo's are not bounded at all.
-    assert host_memory_needed(paper, [COMBOS["amp_bf16"]], 1) < 0.6 * baseline
-    assert host_memory_needed(paper, [COMBOS["fast"]], 1) < 0.1 * baseline
-    # Another combo adds only its resident state; DDP ranks each hold a whole step.
-    pair = host_memory_needed(paper, [COMBOS["baseline"], COMBOS["opt2"]], 1)
-    assert baseline < pair < baseline + gib
-    assert host_memory_needed(paper, [COMBOS["baseline"]], 1, ddp_processes=2) == pytest.approx(2 * baseline, 1e-6)
-
-
-def test_cpu_default_combos_are_the_suites():
-    # The suite defines its own copy until it imports this one (meddpm.suite.options pulls in pytest,
-    # which the bench must not need).
-    assert CPU_DEFAULT_COMBOS == SUITE_CPU_DEFAULT_COMBOS
+def test_without_combos_the_suite_runs_the_campaigns_cpu_default(suite_options):
+    # The suite takes the bench's quick combos on the CPU and every combo on a GPU; --combos wins on both.
+    assert suite_options().combos_for(on_gpu=False) == CPU_DEFAULT_COMBOS
+    assert suite_options().combos_for(on_gpu=True) == tuple(COMBOS)
+    assert suite_options(combos=("fast",)).combos_for(on_gpu=False) == ("fast",)

@@ -1,0 +1,207 @@
+"""A baseline file's JSON document to its dataclasses and back: every field read strictly, written in a stable order."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from functools import partial
+from typing import Any
+
+from meddpm.judge.baseline.model import (
+    PROVENANCES,
+    SCHEMA,
+    BaselineFile,
+    CaseBaseline,
+    Expectation,
+    NcuBaseline,
+    Noise,
+    SamplingBudget,
+    Tolerances,
+)
+from meddpm.judge.baseline.reader import (
+    Invalid,
+    field_names,
+    integer,
+    json_list,
+    mapping,
+    number,
+    numbers,
+    object_with_keys,
+    one_of,
+    optional_integer,
+    optional_number,
+    required_fields,
+    subfield,
+    text,
+)
+
+_RATIO_FIELDS = ("median", "q1", "q3", "min", "max")
+
+
+def _tolerances(value: Any, where: str) -> Tolerances:
+    d = object_with_keys(value, where, field_names(Tolerances))
+    return Tolerances(**{k: number(v, f"{where}.{k}") for k, v in d.items()})
+
+
+def _noise(value: Any, where: str) -> Noise:
+    d = object_with_keys(value, where, field_names(Noise))
+    return Noise(
+        between_process_rel=optional_number(d.get("between_process_rel"), f"{where}.between_process_rel"),
+        between_run_rel=optional_number(d.get("between_run_rel"), f"{where}.between_run_rel"),
+        between_run_source=text(d.get("between_run_source", ""), f"{where}.between_run_source"),
+    )
+
+
+def _case(key: str, value: Any) -> CaseBaseline:
+    where = f"cases[{key!r}]"
+    d = object_with_keys(value, where, field_names(CaseBaseline), required_fields(CaseBaseline))
+    at = partial(subfield, where)
+    samples = numbers(d["samples_ms"], at("samples_ms"))
+    if not samples:
+        raise Invalid(f"{at('samples_ms')} = [], which must hold the case's samples")
+    case = CaseBaseline(
+        preset=text(d["preset"], at("preset")),
+        combo=text(d["combo"], at("combo")),
+        batch_size=integer(d["batch_size"], at("batch_size")),
+        provenance=one_of(d["provenance"], at("provenance"), PROVENANCES),
+        samples_ms=samples,
+        median_ms=number(d["median_ms"], at("median_ms")),
+        iqr_ms=number(d["iqr_ms"], at("iqr_ms")),
+        min_ms=number(d["min_ms"], at("min_ms")),
+        peak_allocated_bytes=optional_integer(d["peak_allocated_bytes"], at("peak_allocated_bytes")),
+        peak_reserved_bytes=optional_integer(d["peak_reserved_bytes"], at("peak_reserved_bytes")),
+        energy_j_per_iter=optional_number(d["energy_j_per_iter"], at("energy_j_per_iter")),
+        energy_samples_j=numbers(d["energy_samples_j"], at("energy_samples_j")),
+        tflops=number(d["tflops"], at("tflops")),
+        environment=mapping(d["environment"], at("environment")),
+        tolerances=None if d.get("tolerances") is None else _tolerances(d["tolerances"], at("tolerances")),
+        world_size=integer(d.get("world_size", 1), at("world_size")),
+        process_medians_ms=numbers(d.get("process_medians_ms", []), at("process_medians_ms")),
+        noise=Noise() if d.get("noise") is None else _noise(d["noise"], at("noise")),
+        energy_method=text(d.get("energy_method", ""), at("energy_method")),
+        energy_quantisation=optional_number(d.get("energy_quantisation"), at("energy_quantisation")),
+        energy_replicates_j=numbers(d.get("energy_replicates_j", []), at("energy_replicates_j")),
+    )
+    if str(case.key) != key:
+        raise Invalid(f"{where} describing {case.key}", f"name it {str(case.key)!r} or correct its fields")
+    return case
+
+
+def _expectation(i: int, value: Any, schema: str) -> Expectation:
+    where = f"expectations[{i}]"
+    d = object_with_keys(value, where, field_names(Expectation), required_fields(Expectation))
+    at = partial(subfield, where)
+    reference = d["reference"]
+    if reference is None and schema != SCHEMA:
+        raise Invalid(
+            f"{at('reference')} = null (an absolute bound) in a {schema} file",
+            f'set "schema" to "{SCHEMA}", which reads it',
+        )
+    e = Expectation(
+        preset=text(d["preset"], at("preset")),
+        metric=text(d["metric"], at("metric")),
+        combo=text(d["combo"], at("combo")),
+        reference=None if reference is None else text(reference, at("reference")),
+        provenance=one_of(d["provenance"], at("provenance"), PROVENANCES),
+        source=text(d["source"], at("source")),
+        max=optional_number(d.get("max"), at("max")),
+        min=optional_number(d.get("min"), at("min")),
+        world_size=integer(d.get("world_size", 1), at("world_size")),
+    )
+    if e.max is None and e.min is None:
+        raise Invalid(f"{where} ({e.describe()}) with neither min nor max", "give it a bound, or remove it")
+    return e
+
+
+def _ncu(key: str, value: Any) -> NcuBaseline:
+    where = f"ncu[{key!r}]"
+    d = object_with_keys(value, where, field_names(NcuBaseline), field_names(NcuBaseline))
+    at = partial(subfield, where)
+    entry = NcuBaseline(
+        preset=text(d["preset"], at("preset")),
+        combo=text(d["combo"], at("combo")),
+        batch_size=integer(d["batch_size"], at("batch_size")),
+        provenance=one_of(d["provenance"], at("provenance"), PROVENANCES),
+        totals={str(k): number(v, f"{at('totals')}.{k}") for k, v in mapping(d["totals"], at("totals")).items()},
+        ncu_version=text(d["ncu_version"], at("ncu_version")),
+        replay=text(d["replay"], at("replay")),
+        clock_control=text(d["clock_control"], at("clock_control")),
+        groups=[text(g, f"{at('groups')}[{i}]") for i, g in enumerate(json_list(d["groups"], at("groups")))],
+        environment=mapping(d["environment"], at("environment")),
+    )
+    if str(entry.key) != key:
+        raise Invalid(f"{where} describing {entry.key}", f"name it {str(entry.key)!r} or correct its fields")
+    return entry
+
+
+def _ratios(value: Any) -> dict[str, dict[str, dict[str, float]]]:
+    """The saving run's interleaved ratios: ``{"preset/bN": {"combo/baseline": {"median": ..., ...}}}``."""
+    table = {}
+    for group, by_name in mapping(value, "ratios").items():
+        where = f"ratios[{group!r}]"
+        table[group] = {
+            name: {
+                stat: number(x, f"{where}[{name!r}].{stat}")
+                for stat, x in object_with_keys(figures, f"{where}[{name!r}]", _RATIO_FIELDS).items()
+            }
+            for name, figures in mapping(by_name, where).items()
+        }
+    return table
+
+
+_TOP = ("schema", "arch", "description", "tolerances", "expectations", "cases", "ratios", "ncu", "sampling")
+
+
+def _sampling(key: str, value: Any) -> SamplingBudget:
+    where = f"sampling[{key!r}]"
+    d = object_with_keys(value, where, field_names(SamplingBudget), required_fields(SamplingBudget))
+    at = partial(subfield, where)
+    budget = SamplingBudget(
+        preset=text(d["preset"], at("preset")),
+        combo=text(d["combo"], at("combo")),
+        batch_size=integer(d["batch_size"], at("batch_size")),
+        budget_s=number(d["budget_s"], at("budget_s")),
+        provenance=one_of(d["provenance"], at("provenance"), PROVENANCES),
+        source=text(d["source"], at("source")),
+        measured_s=numbers(d.get("measured_s", []), at("measured_s")),
+    )
+    if budget.key != key:
+        raise Invalid(f"{where} describing {budget.key}", f"name it {budget.key!r} or correct its fields")
+    return budget
+
+
+def from_dict(data: dict[str, Any], schema: str) -> BaselineFile:
+    """The file's document as read under ``schema`` (older versions only lack fields that have defaults)."""
+    d = object_with_keys(data, "the file", _TOP, ("schema", "arch"))
+    return BaselineFile(
+        arch=text(d["arch"], "arch"),
+        description=text(d.get("description", ""), "description"),
+        tolerances=_tolerances(d.get("tolerances", {}), "tolerances"),
+        expectations=tuple(
+            _expectation(i, e, schema) for i, e in enumerate(json_list(d.get("expectations", []), "expectations"))
+        ),
+        cases={k: _case(k, v) for k, v in mapping(d.get("cases", {}), "cases").items()},
+        ratios=_ratios(d.get("ratios", {})),
+        ncu={k: _ncu(k, v) for k, v in mapping(d.get("ncu", {}), "ncu").items()},
+        sampling={k: _sampling(k, v) for k, v in mapping(d.get("sampling", {}), "sampling").items()},
+    )
+
+
+def to_dict(baseline: BaselineFile) -> dict[str, Any]:
+    """The JSON document of ``baseline`` (keys in a stable, reviewable order)."""
+    cases = {}
+    for key, case in baseline.cases.items():
+        d = asdict(case)
+        if d["tolerances"] is None:
+            del d["tolerances"]
+        cases[key] = d
+    return {
+        "schema": SCHEMA,
+        "arch": baseline.arch,
+        "description": baseline.description,
+        "tolerances": asdict(baseline.tolerances),
+        "expectations": [asdict(e) for e in baseline.expectations],
+        "cases": cases,
+        "ratios": baseline.ratios,
+        "ncu": {key: asdict(entry) for key, entry in baseline.ncu.items()},
+        "sampling": {key: asdict(entry) for key, entry in baseline.sampling.items()},
+    }

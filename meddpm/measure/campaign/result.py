@@ -1,0 +1,287 @@
+"""What a campaign measured: a combo's figures in one run, and its runs, one per measuring process.
+
+A :class:`ComboResult` holds one run's rounds, memory, energy blocks and card states with the figures derived
+from them. A :class:`ComboRuns` holds one combo's runs of one source, as pyperf's benchmark holds runs: an in-process
+campaign gives one run; a process campaign one per worker process, whose medians are the unit of a verdict
+(docs/statistics.md). It pools the runs for the tables and files (all rounds, the largest peak memory, every
+energy block) and pairs rounds inside each run for the ratios between combos.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from meddpm.measure.energy.counter import ENERGY_METHOD, BlockEnergy, EnergyEstimate, WindowEnergy
+from meddpm.measure.machine.nvml import GpuState
+from meddpm.measure.statistics.descriptive import Stats, median_rel_se
+
+THROTTLE_CLOCK_FRACTION = 0.98
+
+
+@dataclass
+class ComboResult:
+    """What one combo measured in a run: per-iteration times, energy blocks and the figures derived from them.
+
+    A run is one process's measurement (:class:`ComboRuns` holds a combo's runs); the figures pooled
+    over several processes are a ComboResult too (:attr:`ComboRuns.pooled`), whose ``energy_blocks``
+    hold one block per process that measured one. ``sample_flops`` is the model FLOPs
+    of one volume's full reverse diffusion (all T steps), for the estimated energy of a sample.
+    """
+
+    preset: str
+    combo: str
+    batch_size: int
+    volume: tuple[int, int, int]
+    math_precision: str
+    samples_ms: list[float]
+    warmup_ms: list[float]
+    setup_s: float
+    flops_per_iter: int
+    rel_iqr_target: float
+    stop_reason: str = ""
+    peak_allocated_bytes: int | None = None
+    peak_reserved_bytes: int | None = None
+    energy_note: str = ""
+    gpu_states: list[GpuState] = field(default_factory=list)
+    energy_blocks: list[BlockEnergy] = field(default_factory=list)
+    sample_flops: int = 0
+
+    @property
+    def stats(self) -> Stats:
+        """Statistics of the timed iterations."""
+        return Stats.from_samples(self.samples_ms)
+
+    @property
+    def reliable(self) -> bool:
+        """Whether the spread met the target, so a verdict on this result is not luck."""
+        return self.stats.rel_iqr <= self.rel_iqr_target
+
+    @property
+    def median_rel_se(self) -> float:
+        """Relative standard error of the median of the timed rounds (``statistics.descriptive.median_rel_se``)."""
+        return median_rel_se(self.samples_ms)
+
+    @property
+    def tflops(self) -> float:
+        """Achieved model TFLOP/s at the median iteration time."""
+        return self.flops_per_iter / (self.stats.median * 1e-3) / 1e12
+
+    @property
+    def iterations_per_s(self) -> float:
+        """Training iterations per second at the median."""
+        return 1e3 / self.stats.median
+
+    @property
+    def voxels_per_s(self) -> float:
+        """Training voxels (volume x batch) per second at the median."""
+        return float(np.prod(self.volume)) * self.batch_size * self.iterations_per_s
+
+    @property
+    def energy(self) -> EnergyEstimate | None:
+        """Energy per iteration over every block, its counter bound and its replicates (None if not measured).
+
+        The replicates are the blocks' figures where several processes measured, else the one
+        block's windows, both read with the counter interpolated where every window has that figure.
+        The plain counter's steps are the bound's share already; in the replicates' spread they would
+        count twice, and more the shorter the windows: neighbours share an edge, so a step one window
+        misses the next one gains (docs/energy.md, the table of quantities: "spread %").
+        """
+        blocks = [b for b in self.energy_blocks if b.iterations]
+        if not blocks:
+            return None
+        interpolated = all(w.interpolated_j is not None for b in blocks for w in b.windows)
+
+        def joules(w: WindowEnergy) -> float:
+            return w.interpolated_j if interpolated and w.interpolated_j is not None else w.counter_j
+
+        per_block = [sum(joules(w) for w in b.windows) / b.iterations for b in blocks]
+        windows = [joules(w) / w.iterations for w in blocks[0].windows]
+        return EnergyEstimate(
+            j_per_iter=sum(b.counter_j for b in blocks) / sum(b.iterations for b in blocks),
+            # The total's error is a sum of the blocks' errors, each under its bound x its energy.
+            quantisation=max(b.quantisation for b in blocks),
+            replicates=tuple(per_block if len(blocks) > 1 else windows),
+        )
+
+    @property
+    def energy_j_per_iter(self) -> float | None:
+        """Energy per training iteration from the card's total-energy counter, if it has one."""
+        return self.energy.j_per_iter if self.energy else None
+
+    @property
+    def mean_power_w(self) -> float | None:
+        """The card's mean power over the energy windows: their energy over their GPU time."""
+        seconds = sum(w.gpu_s for b in self.energy_blocks for w in b.windows)
+        return sum(b.counter_j for b in self.energy_blocks) / seconds if seconds else None
+
+    @property
+    def energy_period_ms(self) -> float | None:
+        """The energy counter's update period seen while measuring (the longest over the blocks)."""
+        return max((b.period_s * 1e3 for b in self.energy_blocks), default=None)
+
+    @property
+    def energy_j_per_volume(self) -> float | None:
+        """Energy per training sample (one volume of the batch)."""
+        e = self.energy_j_per_iter
+        return None if e is None else e / self.batch_size
+
+    @property
+    def tflop_per_j(self) -> float | None:
+        """Model TFLOP per joule of the card: the training step's work over its energy."""
+        e = self.energy_j_per_iter
+        return None if not e else self.flops_per_iter / e / 1e12
+
+    @property
+    def sample_energy_j_estimate(self) -> float | None:
+        """Estimated energy of one volume's full reverse diffusion, at the training step's joules per FLOP.
+
+        An estimate: sampling runs forward passes only, whose joules per FLOP differ from a
+        training step's; ``meddpm-bench --sample`` measures it.
+        """
+        e = self.energy_j_per_iter
+        return None if e is None or not self.sample_flops else e / self.flops_per_iter * self.sample_flops
+
+    @property
+    def clock_event_reasons(self) -> tuple[str, ...]:
+        """Every clock-event reason seen while iterating (benign ones included)."""
+        return tuple(sorted({r for s in self.gpu_states for r in s.clock_event_reasons}))
+
+    @property
+    def throttle_reasons(self) -> tuple[str, ...]:
+        """Power or thermal reasons seen while the SM clock sat measurably below its maximum.
+
+        A reason flagged for an instant while the clock stays within 2 % of the maximum (a
+        power-cap blip of 15 MHz, say) moves no timing and does not count as throttling.
+        """
+        return tuple(
+            sorted(
+                {
+                    r
+                    for s in self.gpu_states
+                    if s.sm_clock_mhz < THROTTLE_CLOCK_FRACTION * s.sm_clock_max_mhz
+                    for r in s.throttle_reasons
+                }
+            )
+        )
+
+    def gpu_summary(self) -> dict[str, float | None]:
+        """SM clock mean and min, temperature max, utilisation mean over the timed iterations."""
+        if not self.gpu_states:
+            return {
+                "sm_clock_mean_mhz": None,
+                "sm_clock_min_mhz": None,
+                "temperature_max_c": None,
+                "gpu_utilization_mean_pct": None,
+            }
+        clocks = [s.sm_clock_mhz for s in self.gpu_states]
+        return {
+            "sm_clock_mean_mhz": float(np.mean(clocks)),
+            "sm_clock_min_mhz": float(min(clocks)),
+            "temperature_max_c": float(max(s.temperature_c for s in self.gpu_states)),
+            "gpu_utilization_mean_pct": float(np.mean([s.gpu_utilization_pct for s in self.gpu_states])),
+        }
+
+    def as_dict(self) -> dict[str, object]:
+        """Everything, with the derived figures, for JSON."""
+        d = asdict(self)
+        d.pop("gpu_states")
+        d.update(
+            stats=self.stats.as_dict(),
+            reliable=self.reliable,
+            median_rel_se=self.median_rel_se,
+            tflops=self.tflops,
+            iterations_per_s=self.iterations_per_s,
+            voxels_per_s=self.voxels_per_s,
+            energy_j_per_iter=self.energy_j_per_iter,
+            energy_quantisation=self.energy.quantisation if self.energy else None,
+            energy_spread=self.energy.spread if self.energy else None,
+            energy_period_ms=self.energy_period_ms,
+            energy_method=ENERGY_METHOD if self.energy else None,
+            mean_power_w=self.mean_power_w,
+            energy_j_per_volume=self.energy_j_per_volume,
+            tflop_per_j=self.tflop_per_j,
+            sample_energy_j_estimate=self.sample_energy_j_estimate,
+            clock_event_reasons=list(self.clock_event_reasons),
+            throttle_reasons=list(self.throttle_reasons),
+            **self.gpu_summary(),
+        )
+        return d
+
+
+@dataclass
+class ComboRuns:
+    """One combo's runs from one source, one per measuring process, and the figures pooled over them.
+
+    ``in_workers``: each run is a worker process of its own, fresh CUDA context, autotuning and
+    compilation, so the runs' medians are a verdict's unit; else the one run of an in-process
+    campaign, whose rounds are (it then has no process medians, and its stop reason is its run's).
+    """
+
+    runs: list[ComboResult] = field(default_factory=list)
+    in_workers: bool = False
+
+    @property
+    def process_medians_ms(self) -> list[float]:
+        """Each worker process's median time (ms), in the order they ran; empty for a run in this process."""
+        return [r.stats.median for r in self.runs] if self.in_workers else []
+
+    @property
+    def samples_ms(self) -> list[float]:
+        """Every timed round of every run, run after run."""
+        return [s for r in self.runs for s in r.samples_ms]
+
+    @property
+    def setup_s(self) -> float:
+        """The mean time to build the combo's training step."""
+        return float(np.mean([r.setup_s for r in self.runs]))
+
+    @property
+    def peak_allocated_bytes(self) -> int | None:
+        """The largest peak allocation of any run (None where no run knows its own)."""
+        return max((r.peak_allocated_bytes for r in self.runs if r.peak_allocated_bytes is not None), default=None)
+
+    @property
+    def peak_reserved_bytes(self) -> int | None:
+        """The largest peak the allocator reserved in any run (None where no run knows it)."""
+        return max((r.peak_reserved_bytes for r in self.runs if r.peak_reserved_bytes is not None), default=None)
+
+    @property
+    def energy_blocks(self) -> list[BlockEnergy]:
+        """Every run's energy blocks: one per process that measured energy."""
+        return [b for r in self.runs for b in r.energy_blocks]
+
+    @property
+    def gpu_states(self) -> list[GpuState]:
+        """The card's states read during every run's rounds."""
+        return [g for r in self.runs for g in r.gpu_states]
+
+    @property
+    def stop_reason(self) -> str:
+        """Why the rounds stopped: the run's reason, or for worker processes their number and the first's reason."""
+        first = self.runs[0].stop_reason
+        return f"{len(self.runs)} processes; first: {first}" if self.in_workers else first
+
+    @property
+    def pooled(self) -> ComboResult:
+        """One ComboResult of every run, for tables and files: the first run's settings with the pooled figures."""
+        return dataclasses.replace(
+            self.runs[0],
+            samples_ms=self.samples_ms,
+            setup_s=self.setup_s,
+            stop_reason=self.stop_reason,
+            peak_allocated_bytes=self.peak_allocated_bytes,
+            peak_reserved_bytes=self.peak_reserved_bytes,
+            energy_blocks=self.energy_blocks,
+            gpu_states=self.gpu_states,
+        )
+
+    def ratio_to(self, reference: ComboRuns) -> Stats:
+        """Statistics of the per-round time ratio to ``reference``, paired by round inside each run.
+
+        Both are the same campaign's runs, so run i of each is the same process, which timed them interleaved.
+        """
+        pairs = zip(self.runs, reference.runs)
+        return Stats.from_samples([x / y for a, b in pairs for x, y in zip(a.samples_ms, b.samples_ms)])
