@@ -1659,6 +1659,13 @@ def row_env(T: Path) -> dict[str, str]:
     return env
 
 
+def _default_signals() -> None:
+    # A campaign started in the background (nohup ... &) has SIGINT ignored, and an ignored signal stays ignored
+    # across exec: without this, a planted Ctrl-C would reach no row.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def run_command(r: Row, T: Path) -> Result:
     cmd = r.run.format(T=T, FIX=FIX, REPO=REPO, PY=PY)
     env = row_env(T)
@@ -1672,6 +1679,7 @@ def run_command(r: Row, T: Path) -> Result:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
+        preexec_fn=_default_signals,
     )
     out: list[bytes] = []
     err: list[bytes] = []
@@ -1819,6 +1827,7 @@ def main() -> int:
             print(f"{ROWS[i].surface:9} {ROWS[i].name}")
         print(len(picked), "rows")
         return 0
+    a.out.mkdir(parents=True, exist_ok=True)
     base = tempfile.mkdtemp(prefix="meddpm-campaign-")
     t0 = time.monotonic()
     if a.fixtures and (a.fixtures / "hist.sqlite").exists():
@@ -1835,10 +1844,13 @@ def main() -> int:
 
     with cf.ProcessPoolExecutor(a.workers, mp_context=multiprocessing.get_context("fork")) as pool:
         futures = {pool.submit(execute, i, base): i for i in order}
+        partial = open(a.out / "results.partial.jsonl", "w")  # each row as it ends, should the run be cut short
         for n, fut in enumerate(cf.as_completed(futures), 1):
             i = futures[fut]
             results[i] = fut.result()
             d = results[i]
+            partial.write(json.dumps(d, ensure_ascii=False) + "\n")
+            partial.flush()
             mark = "ok " if d["handled_well"] else "BAD"
             print(
                 f"[{n:3}/{len(order)}] {mark} {d['elapsed_s']:6.1f}s {d['name']}"
@@ -1847,6 +1859,8 @@ def main() -> int:
             )
     subprocess.run(["chattr", "-R", "-i", base], capture_output=True)
     shutil.rmtree(base, ignore_errors=True)
+    partial.close()
+    (a.out / "results.partial.jsonl").unlink()
     ordered = [results[i] for i in picked]
     good = sum(d["handled_well"] for d in ordered)
     wall = time.monotonic() - t0
