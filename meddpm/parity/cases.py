@@ -199,8 +199,7 @@ class Pair:
         """Whether this pair judges ``case``: not where a known library bug would be judged instead of the model.
 
         PyTorch 2.13's CPU (oneDNN) bf16 conv3d returns a weight gradient of garbage (up to 1e37) in
-        most calls when its input's depth is 2, and a right one in others (measured 2026-11-24 on this
-        project's CI machine: 18 of 20 calls at 2x2x2, 5 of 20 at 2x4x4, none at 4x2x4 or 3x3x3). The
+        many calls when its input's depth is 2 (how often: docs/parity.md, "bf16 on the CPU"). The
         deepest level of a two-level model over a depth of 4 has depth 2, so the CPU's bf16 pairs leave
         those cases out.
         """
