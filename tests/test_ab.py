@@ -21,20 +21,29 @@ from meddpm.errors import UserError
 from meddpm.suite.measuring import Measuring
 
 PACKAGE = Path(meddpm.__file__).resolve().parent
+# A revision whose workload lacks what the harness imports: refused before measuring, naming where drivable ones begin.
+UNDRIVABLE = (
+    "--compare-to: HEAD~1 (*) has a workload this harness cannot drive (ImportError: cannot import name 'TrainStep'"
+    " from 'meddpm.run.train' *); the first commit after it that this harness drives is * (reference: 100 ms); "
+    "compare against that or later"
+)
 SUITE_TESTS = PACKAGE.parent / "perf_tests" / "test_training.py"
 
-# Appended to the copy's meddpm/measure/campaign/interleaved.py: the training steps still run, but each iteration of a
-# combo reads its time in {ms} (100 ms for any other), plus up to 0.2 % that differs between
-# processes (their PIDs), as real processes do.
+# Appended to the copy's harness, meddpm/measure/campaign/interleaved.py: the training steps still run, but each
+# iteration of a combo reads its time from the workload it drives (PLANTED_MS in meddpm/run/combos.py: 100 ms for a
+# combo not named there) times {scale}, plus up to 0.2 % that differs between processes (their PIDs), as real
+# processes do.
 CLOCK = """
 
 def time_synchronized(fn, device, during=None):
     import os
 
+    from meddpm.run import combos
+
     fn()
     if during is not None:
         during()
-    return {ms}.get(fn.combo.name, 100.0) * (1 + (os.getpid() % 5) * 0.0005)
+    return getattr(combos, "PLANTED_MS", {{}}).get(fn.combo.name, 100.0) * {scale} * (1 + (os.getpid() % 5) * 0.0005)
 """
 
 
@@ -43,26 +52,32 @@ def git(repo: Path, *args: str) -> str:
 
 
 def set_clock(repo: Path, **ms: float) -> None:
-    """Each iteration of the combos named reads the time given (the others 100 ms)."""
+    """In the copy's workload: each iteration of the combos named takes the time given (the others 100 ms)."""
+    combos = repo / "meddpm" / "run" / "combos.py"
+    combos.write_text((PACKAGE / "run" / "combos.py").read_text() + f"\nPLANTED_MS = {ms!r}\n")
+
+
+def plant_harness_clock(repo: Path, scale: float = 1.0) -> None:
+    """In the copy's harness: iterations read the workload's planted times, times ``scale``."""
     campaign = repo / "meddpm" / "measure" / "campaign" / "interleaved.py"
-    original = (PACKAGE / "measure" / "campaign" / "interleaved.py").read_text()
-    campaign.write_text(original + CLOCK.format(ms=ms))
+    campaign.write_text((PACKAGE / "measure" / "campaign" / "interleaved.py").read_text() + CLOCK.format(scale=scale))
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    """A git repository holding a copy of meddpm: first a commit without the worker, then one with it."""
+    """A git repository holding a copy of meddpm: first a commit whose workload lacks TrainStep, then a good one."""
     root = tmp_path / "repo"
     shutil.copytree(PACKAGE, root / "meddpm", ignore=shutil.ignore_patterns("__pycache__"))
     (root / ".gitignore").write_text("__pycache__/\nresults/\n")
     git(root, "init", "-q")
     git(root, "config", "user.email", "ab@test")
     git(root, "config", "user.name", "ab")
-    worker = (root / "meddpm" / "measure" / "processes" / "worker.py").read_text()
-    (root / "meddpm" / "measure" / "processes" / "worker.py").unlink()
+    plant_harness_clock(root)
+    train = root / "meddpm" / "run" / "train.py"
+    train.write_text(train.read_text().replace("class TrainStep", "class TrainingStep"))
     git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "before process-level measuring")
-    (root / "meddpm" / "measure" / "processes" / "worker.py").write_text(worker)
+    git(root, "commit", "-q", "-m", "a workload the harness cannot drive")
+    train.write_text((PACKAGE / "run" / "train.py").read_text())
     set_clock(root)
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "reference: 100 ms")
@@ -101,7 +116,7 @@ def test_a_planted_slowdown_fails_and_a_clean_ab_passes(repo):
     "args, message",
     [
         (("--compare-to=nope",), "--compare-to: unknown revision 'nope'; give a commit, branch or tag that git knows"),
-        (("--compare-to=HEAD~1",), "--compare-to: HEAD~1 (*) predates process-level measuring (it has no meddpm/me"),
+        (("--compare-to=HEAD~1",), UNDRIVABLE),
         (("--compare-to=HEAD", "--save-baseline"), "--compare-to measures two revisions and saves neither; drop"),
         (("--compare-to= ",), "--compare-to is empty; give a commit, branch or tag"),
         (("--compare-to=HEAD", "--perf-processes=1"), "--perf-processes must be at least 2 (an A/B needs a spread*"),
@@ -137,11 +152,12 @@ def test_bench_ab_flags_a_planted_slowdown_and_passes_a_clean_combo(repo):
     assert not git(repo, "worktree", "list").count("\n"), "the revision's temporary worktree was left behind"
 
 
-def test_bench_refuses_a_revision_that_predates_the_worker(repo):
+def test_bench_refuses_a_revision_whose_workload_the_harness_cannot_drive(repo):
     result = run_bench(repo, "--compare-to=HEAD~1")
     assert result.returncode == 2, result.stdout + result.stderr
-    message = "meddpm-bench: error: --compare-to: HEAD~1 (*) predates process-level measuring (it has no meddpm/me*"
-    assert fnmatch.fnmatch(result.stderr.strip(), message), result.stderr
+    assert fnmatch.fnmatch(result.stderr.strip(), f"meddpm-bench: error: {UNDRIVABLE}"), result.stderr
+    assert git(repo, "rev-parse", "HEAD")[:9] in result.stderr  # the first commit it can drive
+    assert "Traceback" not in result.stderr
 
 
 @pytest.mark.parametrize(
@@ -176,16 +192,18 @@ def test_bench_kernel_mix_is_refused_with_processes_before_any_gpu_work():
     assert plan(None, None, kernel_mix=True, sample=False, gpus=0).active is False
 
 
-def test_a_revision_with_the_worker_at_its_old_place_is_measured_by_that_worker(repo):
-    # Before meddpm/ was grouped into rooms the worker was meddpm/worker.py (python -m meddpm.worker).
-    from meddpm.measure.processes.campaign import worker_module
-    from meddpm.measure.processes.revision import resolve_revision
-
-    assert worker_module(repo) == "meddpm.measure.processes.worker"
-    git(repo, "mv", "meddpm/measure/processes/worker.py", "meddpm/worker.py")
-    git(repo, "commit", "-q", "-m", "the flat layout")
-    assert worker_module(repo) == "meddpm.worker"
-    assert resolve_revision("HEAD", repo) == git(repo, "rev-parse", "HEAD")
+def test_a_change_to_the_revisions_harness_is_not_measured_as_a_change_in_performance(repo):
+    # The revision's harness reads every iteration twice as long; its workload is the working tree's. Both
+    # sides run the working tree's harness, so the A/B sees the same code on both sides.
+    plant_harness_clock(repo, scale=2.0)
+    git(repo, "commit", "-q", "-am", "a harness that reads 200 ms")
+    plant_harness_clock(repo, scale=1.0)
+    result = run_bench(repo, "--compare-to=HEAD", "--processes=2", "--json=ab.json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    document = json.loads((repo / "ab.json").read_text())
+    assert {c["outcome"] for c in document["comparisons"].values()} == {"unchanged"}, document["comparisons"]
+    medians = [m for side in document["process_medians_ms"].values() for m in side["baseline"]]
+    assert medians and all(m == pytest.approx(100.0, rel=0.01) for m in medians)
 
 
 def test_a_revision_that_cannot_be_checked_out_is_one_line_for_every_case(suite_options, monkeypatch):

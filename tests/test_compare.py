@@ -95,17 +95,21 @@ def test_energy_blocks_run_in_the_first_process_only_never_in_an_ab_run_nor_when
 ):
     from meddpm.measure.campaign.interleaved import CampaignSettings
     from meddpm.measure.processes import campaign as processes
-    from meddpm.measure.processes.campaign import ENERGY_BLOCKS, ENERGY_ERROR, WORKER_SCHEMA, ProcessCampaign
+    from meddpm.measure.processes.campaign import ProcessCampaign
+    from meddpm.measure.processes.worker import WORKER_SCHEMA
     from meddpm.model.config import ModelConfig
 
     switches = []
+    harness = Path(processes.__file__).resolve().parents[2]
 
     def worker(cmd, cwd, env, timeout_s):
         """A worker that measures nothing: it records its energy switch and bound and writes an empty document."""
-        switches.append(env[ENERGY_BLOCKS])
-        assert env[ENERGY_ERROR] == "0.02"
+        settings = json.loads(cmd[cmd.index("--settings") + 1])
+        switches.append(str(int(settings["energy"])))
+        assert settings["energy_error"] == 0.02
         out = Path(cmd[cmd.index("--out") + 1])
-        out.write_text(json.dumps({"schema": WORKER_SCHEMA, "package": str(tmp_path / "meddpm"), "results": []}))
+        document = {"schema": WORKER_SCHEMA, "harness": str(harness), "workload": str(tmp_path / "meddpm")}
+        out.write_text(json.dumps({**document, "results": []}))
         return subprocess.CompletedProcess(cmd, 0, "", "")
 
     monkeypatch.setattr(processes, "_run_to_the_end", worker)

@@ -27,7 +27,7 @@ from meddpm.measure.campaign.inputs import process_count, revision
 from meddpm.measure.campaign.interleaved import CampaignSettings
 from meddpm.measure.campaign.protocol import MeasuringCampaign, Progress, Source
 from meddpm.measure.processes.campaign import ProcessCampaign
-from meddpm.measure.processes.revision import checkout_root, resolve_revision, sources
+from meddpm.measure.processes.revision import check_revision, checkout_root, sources
 from meddpm.measure.statistics.compare import between_process_spread
 from meddpm.model.config import ModelConfig
 
@@ -48,14 +48,14 @@ class ProcessPlan:
 def plan(processes: int | None, compare_to: str | None, *, kernel_mix: bool, sample: bool, gpus: int) -> ProcessPlan:
     """The process plan of the options given, checked now: a bad REV is one line, not minutes later."""
     compare_to = revision(compare_to)
-    if compare_to is not None:
-        resolve_revision(compare_to, checkout_root())
     result = ProcessPlan(process_count("--processes", processes, compare_to), compare_to)
     if result.active and kernel_mix:
         raise UserError("--kernel-mix profiles the models of this process; drop it or --processes/--compare-to")
     if compare_to is not None and (sample or gpus):
         extra = "--sample" if sample else "--gpus"
         raise UserError(f"{extra} would measure the working tree only; run it without --compare-to")
+    if compare_to is not None:  # the slowest check last: it imports the revision's workload
+        check_revision(compare_to, checkout_root())
     return result
 
 

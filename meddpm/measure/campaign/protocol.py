@@ -25,10 +25,10 @@ from meddpm.run.train import TrainStep
 
 @dataclass(frozen=True)
 class Source:
-    """Code to measure: the folder whose ``meddpm`` package the worker imports, and its name."""
+    """Code to measure: the tree whose ``meddpm/`` holds the workload a worker drives with this tree's harness."""
 
     label: str  # "working tree (abc1234+dirty)" or "HEAD~1 (abc1234)"
-    root: Path
+    workload: Path
     commit: str
 
 

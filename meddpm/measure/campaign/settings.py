@@ -2,7 +2,8 @@
 
 :data:`SETTINGS` is the table: per setting its option name, type, help, check and the
 :class:`~meddpm.measure.campaign.interleaved.CampaignSettings` field it sets, and per tool that offers it
-the default on a GPU and on the CPU (:data:`OWN`: the field's own default, which the worker takes too).
+the default on a GPU and on the CPU (:data:`OWN`: the field's own default). The worker receives the
+whole :class:`CampaignSettings` the suite or the bench resolved (:func:`worker_arguments`).
 :func:`add_settings` declares them on an argparse parser or a pytest option group (``add_argument`` and
 ``addoption`` take the same keywords) under a prefix (``--perf-`` in the suite, none in the bench);
 :func:`given_settings` reads and checks the values given; :func:`campaign_settings` fills in the defaults.
@@ -12,12 +13,15 @@ The options default to ``None``, so that what a user gave can be told from a def
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from meddpm.errors import UserError
 from meddpm.measure.campaign.interleaved import CampaignSettings
+from meddpm.measure.energy.heat_soak import SoakPlan
 
 Tool = Literal["suite", "bench"]
 SUITE: Tool = "suite"
@@ -79,15 +83,12 @@ def _share(option: str, value: float, given: Mapping[str, Any]) -> None:
 class Setting:
     """One measurement setting: its option, the CampaignSettings field it sets, and its defaults per tool."""
 
-    name: str  # the option without its prefix: --perf-<name> in the suite, --<name> in the bench and the worker
+    name: str  # the option without its prefix: --perf-<name> in the suite, --<name> in the bench
     field: str  # the CampaignSettings field it sets
     type: type
     help: str  # "{default}" is replaced by the tool's defaults in words
     check: Check
     defaults: Mapping[Tool, tuple[object, object]]  # (on a GPU, on the CPU) per tool that offers it
-    # On the worker's command line, with CampaignSettings' default: a protocol between revisions, so only
-    # these five, ever (the worker of any revision since process-level measuring takes exactly them).
-    worker: bool = False
     adaptive: bool = True  # the bench's adaptive rounds (which --iters replaces)
     raised_to: str | None = None  # a default below this field's value rises to it
 
@@ -115,7 +116,6 @@ SETTINGS: tuple[Setting, ...] = (
         f"at most {MAX_WARMUP})",
         _count(0, MAX_WARMUP),
         {SUITE: (OWN, 1), BENCH: (OWN, 1)},
-        worker=True,
         adaptive=False,
     ),
     Setting(
@@ -125,7 +125,6 @@ SETTINGS: tuple[Setting, ...] = (
         f"timed rounds at least (default: {{default}}, the fewest that can reach p < 0.01; at most {MAX_ROUNDS})",
         _count(1, MAX_ROUNDS),
         {SUITE: (OWN, OWN), BENCH: (OWN, OWN)},
-        worker=True,
     ),
     Setting(
         "max-rounds",
@@ -134,7 +133,6 @@ SETTINGS: tuple[Setting, ...] = (
         f"timed rounds at most (default: {{default}}, and never fewer than the least; at most {MAX_ROUNDS})",
         _max_rounds,
         {SUITE: (GPU_MAX_ROUNDS, 8), BENCH: (GPU_MAX_ROUNDS, OWN)},
-        worker=True,
         raised_to="min_rounds",
     ),
     Setting(
@@ -145,7 +143,6 @@ SETTINGS: tuple[Setting, ...] = (
         _above_zero,
         # CPU runners share cores with everything else; they rarely get under 3 %.
         {SUITE: (0.03, 0.25), BENCH: (OWN, OWN)},
-        worker=True,
     ),
     Setting(
         "budget",
@@ -154,7 +151,6 @@ SETTINGS: tuple[Setting, ...] = (
         "seconds of timed rounds per preset at most (default: {default})",
         _above_zero,
         {SUITE: (600.0, 60.0), BENCH: (OWN, OWN)},
-        worker=True,
     ),
     Setting(
         "median-precision",
@@ -179,7 +175,6 @@ SETTINGS: tuple[Setting, ...] = (
     ),
 )
 BY_FIELD: Mapping[str, Setting] = {s.field: s for s in SETTINGS}
-WORKER_SETTINGS: tuple[Setting, ...] = tuple(s for s in SETTINGS if s.worker)
 
 
 def offered(tool: Tool) -> tuple[Setting, ...]:
@@ -235,17 +230,19 @@ def campaign_settings(given: Mapping[str, Any], tool: Tool, on_gpu: bool, **fixe
 
 
 def worker_arguments(settings: CampaignSettings) -> list[str]:
-    """The worker's command-line arguments for ``settings``'s fields that travel on it."""
-    return [arg for s in WORKER_SETTINGS for arg in (s.option(""), str(getattr(settings, s.field)))]
+    """The worker's command-line arguments carrying every field of ``settings``.
+
+    The worker is always this tree's (a revision supplies only its workload), so the whole
+    dataclass travels as JSON and a new field needs no change here.
+    """
+    return ["--settings", json.dumps(dataclasses.asdict(settings))]
 
 
 def add_worker_settings(parser: argparse.ArgumentParser) -> None:
-    """The worker's options, each defaulting to CampaignSettings' own."""
-    for s in WORKER_SETTINGS:
-        parser.add_argument(s.option(""), type=s.type, default=getattr(CampaignSettings, s.field))
+    """The worker's ``--settings`` option, read back into CampaignSettings."""
+    parser.add_argument("--settings", type=_from_json, required=True, help="CampaignSettings as JSON")
 
 
-def worker_settings(args: argparse.Namespace, **fixed: Any) -> CampaignSettings:
-    """CampaignSettings from the worker's parsed arguments, plus ``fixed`` (what its environment says)."""
-    read = namespace_reader(args)
-    return CampaignSettings(**{s.field: read(s.option("")) for s in WORKER_SETTINGS}, **fixed)
+def _from_json(text: str) -> CampaignSettings:
+    fields = json.loads(text)
+    return CampaignSettings(**{**fields, "energy_soak": SoakPlan(**fields["energy_soak"])})

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import torch
 
+import meddpm
 from meddpm.errors import UserError
 from meddpm.measure.campaign.interleaved import CampaignSettings
 from meddpm.measure.campaign.protocol import Progress, Source
@@ -31,17 +32,11 @@ from meddpm.measure.campaign.result import ComboResult, ComboRuns
 from meddpm.measure.campaign.settings import worker_arguments
 from meddpm.measure.energy.counter import BlockEnergy
 from meddpm.measure.machine.nvml import GpuState
+from meddpm.measure.processes.worker import WORKER_SCHEMA
 from meddpm.measure.statistics.descriptive import Stats
 from meddpm.model.config import ModelConfig
 from meddpm.run.train import TrainStep
 
-WORKER_SCHEMA = "meddpm-worker/1"
-# Where a source's worker is, newest layout first: measure/ split into sub-packages, measure/ before that,
-# and the package's top before meddpm/ was grouped into rooms. Same arguments and JSON in every place.
-WORKER_MODULES = ("meddpm.measure.processes.worker", "meddpm.measure.worker", "meddpm.worker")
-ENERGY_BLOCKS = "MEDDPM_ENERGY_BLOCKS"  # the worker's switch for its energy blocks
-MEDIAN_PRECISION = "MEDDPM_MEDIAN_PRECISION"  # the worker's median precision (CampaignSettings.median_precision)
-ENERGY_ERROR = "MEDDPM_ENERGY_ERROR"  # the worker's energy bound (CampaignSettings.energy_error)
 # Processes a side in an A/B run unless told otherwise: with the measured 0.3 % between-process
 # spread, five a side find 95 % of 1 % slowdowns (docs/statistics.md).
 AB_PROCESSES = 5
@@ -81,9 +76,8 @@ def alternating(sources: Sequence[Source], processes: int) -> list[Source]:
 
 
 def result_from_dict(data: dict) -> ComboResult:
-    """A worker's ComboResult, read back from its JSON (fields an older revision's worker lacks keep defaults)."""
-    known = {f.name for f in dataclasses.fields(ComboResult)}
-    fields = {k: v for k, v in data.items() if k in known}
+    """A worker's ComboResult, read back from its JSON."""
+    fields = dict(data)
     fields["volume"] = tuple(fields["volume"])
     fields["gpu_states"] = [
         GpuState(**{**s, "clock_event_reasons": tuple(s["clock_event_reasons"])}) for s in fields.get("gpu_states", [])
@@ -170,30 +164,23 @@ class ProcessCampaign:
         s = self.settings
         with tempfile.TemporaryDirectory(prefix="meddpm-worker-") as tmp:
             out = Path(tmp) / "result.json"
+            settings = dataclasses.replace(s, energy=s.energy and energy)
             cmd = [
-                sys.executable,
-                "-m",
-                worker_module(source.root),
+                *worker_command(source.workload),
                 *("--preset", self.config.name, "--combos", ",".join(self.combos), "--device", str(self.device)),
-                *("--batch-size", str(self.batch_size), *worker_arguments(s), "--out", str(out)),
+                *("--batch-size", str(self.batch_size), *worker_arguments(settings), "--out", str(out)),
             ]
-            env = {
-                **os.environ,
-                "PYTHONPATH": os.pathsep.join(filter(None, [str(source.root), os.environ.get("PYTHONPATH")])),
-                ENERGY_BLOCKS: "1" if s.energy and energy else "0",
-                MEDIAN_PRECISION: str(s.median_precision),
-                ENERGY_ERROR: str(s.energy_error),
-            }
-            proc = _run_to_the_end(cmd, source.root, env, self.timeout_s)
+            proc = _run_to_the_end(cmd, harness_root(), worker_environment(), self.timeout_s)
             if proc.returncode != 0 or not out.exists():
                 raise UserError(f"a measuring process of {source.label} failed: {_last_error(proc.stderr)}")
             document = json.loads(out.read_text())
         if document.get("schema") != WORKER_SCHEMA:
-            raise UserError(f"{source.label} speaks worker schema {document.get('schema')!r}, not {WORKER_SCHEMA!r}")
-        package = Path(document["package"]).resolve()
-        if package != (source.root / "meddpm").resolve():
-            # An installed copy of meddpm shadowed the checkout: the A/B would compare a tree with itself.
-            raise UserError(f"the worker for {source.label} imported meddpm from {package}, not from {source.root}")
+            raise UserError(f"{source.label}'s worker wrote schema {document.get('schema')!r}, not {WORKER_SCHEMA!r}")
+        for role, expected in (("harness", harness_root()), ("workload", source.workload)):
+            imported = Path(document[role]).resolve()
+            if imported != (expected / "meddpm").resolve():
+                # An installed copy of meddpm shadowed the tree meant: the A/B would compare a tree with itself.
+                raise UserError(f"the worker for {source.label} imported its {role} from {imported}, not {expected}")
         return [result_from_dict(r) for r in document["results"]]
 
 
@@ -213,14 +200,20 @@ def _run_to_the_end(cmd: list[str], cwd: Path, env: dict[str, str], timeout_s: f
     return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
 
 
-def worker_module(root: Path) -> str:
-    """The worker module of the code under ``root``: where its revision keeps it."""
-    return next((m for m in WORKER_MODULES if (root / worker_file(m)).is_file()), WORKER_MODULES[0])
+def harness_root() -> Path:
+    """The folder holding the imported ``meddpm`` package, whose harness every worker runs."""
+    return Path(meddpm.__file__).resolve().parent.parent
 
 
-def worker_file(module: str) -> str:
-    """``meddpm.measure.processes.worker`` -> ``meddpm/measure/processes/worker.py``."""
-    return module.replace(".", "/") + ".py"
+def worker_command(workload: Path) -> list[str]:
+    """The command line of a worker that drives ``workload``'s workload with this tree's harness."""
+    return [sys.executable, "-m", "meddpm.measure.processes.worker", "--workload", str(workload)]
+
+
+def worker_environment() -> dict[str, str]:
+    """This process's environment, with this tree's ``meddpm`` first on the path: the harness every worker runs."""
+    path = os.pathsep.join(filter(None, [str(harness_root()), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": path}
 
 
 def _last_error(stderr: str) -> str:

@@ -1,30 +1,32 @@
-"""The code an A/B run measures: the working tree as it is, and a git revision checked out beside it."""
+"""The workload an A/B run or a bisection measures: the working tree's as it is, or a git revision's, extracted.
+
+Only the revision's ``meddpm/`` is extracted (``git archive``), into a temporary folder that a
+worker then names as its ``--workload``; the harness is always the working tree's
+(:mod:`meddpm.measure.processes.workload`). Before measuring, each revision is checked the way a
+worker will import it, so a revision this harness cannot drive is one line before any GPU work.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import io
 import shutil
+import subprocess
+import tarfile
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-import meddpm
 from meddpm.errors import UserError
+from meddpm.measure.campaign.protocol import Source
 from meddpm.measure.machine.environment import git_output
-from meddpm.measure.processes.campaign import WORKER_MODULES, Source, sigterm_as_interrupt, worker_file
-
-# What every measurable revision has: the worker whose JSON the A/B protocol reads, in one of its places.
-WORKER_FILES = tuple(worker_file(m) for m in WORKER_MODULES)
-
-
-def package_root() -> Path:
-    """The folder holding the imported ``meddpm`` package (a checkout, or site-packages)."""
-    return Path(meddpm.__file__).resolve().parent.parent
+from meddpm.measure.processes.campaign import harness_root, sigterm_as_interrupt, worker_command, worker_environment
+from meddpm.measure.processes.worker import UNDRIVABLE
 
 
 def checkout_root() -> Path:
     """The git checkout this ``meddpm`` package was imported from, or a UserError."""
-    root = package_root()
+    root = harness_root()
     top = _git(["rev-parse", "--show-toplevel"], root)
     if top is None or Path(top).resolve() != root:
         raise UserError(f"--compare-to needs meddpm imported from a git checkout (pip install -e .), not from {root}")
@@ -44,43 +46,100 @@ def working_tree(root: Path) -> Source:
     return Source(f"working tree ({head[:9]}{dirty})", root, head + ("+dirty" if changed else ""))
 
 
-def resolve_revision(rev: str, root: Path) -> str:
-    """The commit ``rev`` names, if it can be measured (it has the worker); else a one-line UserError."""
+def resolve_revision(rev: str, root: Path, option: str = "--compare-to") -> str:
+    """The commit ``rev`` names, or a one-line UserError naming ``option``."""
     sha = _git(["rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], root)
     if sha is None:
-        raise UserError(f"--compare-to: unknown revision {rev!r}; give a commit, branch or tag that git knows")
-    if all(_git(["cat-file", "-e", f"{sha}:{path}"], root) is None for path in WORKER_FILES):
-        raise UserError(
-            f"--compare-to: {rev} ({sha[:9]}) predates process-level measuring "
-            f"(it has no {' or '.join(WORKER_FILES)}); compare against a later revision"
-        )
+        raise UserError(f"{option}: unknown revision {rev!r}; give a commit, branch or tag that git knows")
     return sha
 
 
-@contextlib.contextmanager
-def revision(rev: str, root: Path) -> Iterator[Source]:
-    """``rev`` checked out in a temporary git worktree for as long as the block runs.
+def check_revision(rev: str, root: Path, option: str = "--compare-to") -> str:
+    """The commit ``rev`` names, once its workload was found drivable; else a one-line UserError naming ``option``.
 
-    A SIGTERM meanwhile is an interrupt (:func:`sigterm_as_interrupt`), so the worktree goes as it does after a Ctrl-C.
+    For the tools to refuse a bad revision before any measuring.
     """
-    sha = resolve_revision(rev, root)
-    with sigterm_as_interrupt():
-        folder = Path(tempfile.mkdtemp(prefix="meddpm-ab-"))
-        tree = folder / "src"
-        try:
-            if _git(["worktree", "add", "--detach", str(tree), sha], root) is None:
-                raise UserError(f"--compare-to: git could not check {rev} out into {tree}")
-            yield Source(f"{rev} ({sha[:9]})", tree, sha)
-        finally:
-            _git(["worktree", "remove", "--force", str(tree)], root)
-            shutil.rmtree(folder, ignore_errors=True)
+    with revision(rev, root, option) as source:
+        return source.commit
+
+
+@contextlib.contextmanager
+def revision(rev: str, root: Path, option: str = "--compare-to") -> Iterator[Source]:
+    """``rev``'s workload extracted into a temporary folder for as long as the block runs, checked drivable.
+
+    A SIGTERM meanwhile is an interrupt (:func:`sigterm_as_interrupt`), so the folder goes as it does after a Ctrl-C.
+    """
+    sha = resolve_revision(rev, root, option)
+    with sigterm_as_interrupt(), extracted(sha, root) as tree:
+        problem = undrivable(tree)
+        if problem is not None:
+            raise UserError(f"{option}: {rev} ({sha[:9]}) {problem}; {drivable_from(sha, root)}")
+        yield Source(f"{rev} ({sha[:9]})", tree, sha)
+
+
+@contextlib.contextmanager
+def extracted(sha: str, root: Path) -> Iterator[Path]:
+    """A temporary folder holding commit ``sha``'s ``meddpm/``, removed when the block ends."""
+    folder = Path(tempfile.mkdtemp(prefix="meddpm-ab-"))
+    try:
+        archive = subprocess.run(
+            ["git", "archive", "--format=tar", sha, "meddpm"], cwd=root, capture_output=True, timeout=120
+        )
+        if archive.returncode != 0:
+            raise UserError(f"git could not extract meddpm/ of {sha[:9]}: {archive.stderr.decode().strip()}")
+        with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+            tar.extractall(folder, filter="data")
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def undrivable(tree: Path) -> str | None:
+    """Why this harness cannot drive ``tree``'s workload (a worker's ``--check`` fails), or None if it can."""
+    check = subprocess.run(
+        [*worker_command(tree), "--check"],
+        cwd=harness_root(),
+        env=worker_environment(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if check.returncode == 0:
+        return None
+    lines = check.stderr.strip().splitlines() or ["no output"]
+    reason = lines[-1].removeprefix("WorkloadError: ") if check.returncode == UNDRIVABLE else lines[-1]
+    return f"has a workload this harness cannot drive ({reason})"
+
+
+def drivable_from(sha: str, root: Path) -> str:
+    """Where the harness's reach begins on the first-parent line from ``sha`` to HEAD, in words.
+
+    The commits after ``sha`` are searched by halves, which finds where the line turns drivable
+    if it turns once; the commit named is drivable in any case.
+    """
+    line = (_git(["rev-list", "--first-parent", "--reverse", f"{sha}..HEAD"], root) or "").split()
+    lo, hi = 0, len(line)  # the first drivable commit is line[lo:hi]'s first drivable one, or none
+    while lo < hi:
+        mid = (lo + hi) // 2
+        with extracted(line[mid], root) as tree:
+            if undrivable(tree) is None:
+                hi = mid
+            else:
+                lo = mid + 1
+    if lo == len(line):
+        return "no commit from it to HEAD can be driven either; measure HEAD's workload against a later one"
+    first = line[lo]
+    subject = _git(["log", "-1", "--format=%s", first], root) or ""
+    return (
+        f"the first commit after it that this harness drives is {first[:9]} ({subject}); compare against that or later"
+    )
 
 
 @contextlib.contextmanager
 def sources(compare_to: str | None) -> Iterator[list[Source]]:
-    """What a process campaign measures: the working tree, then ``compare_to`` checked out, if given."""
+    """What a process campaign measures: the working tree, then ``compare_to``'s workload, if given."""
     if compare_to is None:
-        yield [working_tree(package_root())]
+        yield [working_tree(harness_root())]
         return
     root = checkout_root()
     with revision(compare_to, root) as rev:
@@ -88,4 +147,4 @@ def sources(compare_to: str | None) -> Iterator[list[Source]]:
 
 
 def _git(args: list[str], cwd: Path) -> str | None:
-    return git_output(args, cwd, timeout_s=120.0)  # a worktree checkout takes longer than a look-up
+    return git_output(args, cwd, timeout_s=120.0)

@@ -1,0 +1,74 @@
+"""What a worker process does once its workload is chosen: measure the combos interleaved and write one JSON document.
+
+Run through :mod:`meddpm.measure.processes.worker`, which imports this module only after it chose
+which tree's workload the process drives.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+
+import meddpm
+from meddpm.errors import UserError
+from meddpm.measure.campaign.interleaved import Campaign, CampaignSettings
+from meddpm.measure.campaign.settings import add_worker_settings
+from meddpm.measure.machine.environment import environment
+from meddpm.measure.processes.workload import workload_folder
+from meddpm.model.config import ModelConfig
+from meddpm.run.combos import get_combo
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m meddpm.measure.processes.worker --workload TREE")
+    p.add_argument("--preset", required=True)
+    p.add_argument("--combos", required=True, help="comma-separated combo names")
+    p.add_argument("--device", required=True, help="cpu or cuda:N")
+    p.add_argument("--batch-size", type=int, default=1)
+    add_worker_settings(p)
+    p.add_argument("--out", type=Path, required=True)
+    return p
+
+
+def drive_once() -> None:
+    """One round of the tiny preset's baseline on the CPU, as a campaign runs it: raises what the workload raises."""
+    settings = CampaignSettings(warmup=0, min_rounds=1, max_rounds=1, energy=False)
+    campaign = Campaign(ModelConfig.preset("tiny"), [get_combo("baseline")], torch.device("cpu"), settings=settings)
+    try:
+        campaign.run()
+    finally:
+        campaign.close()
+
+
+def main(argv: Sequence[str], *, schema: str) -> int:
+    """Measure the combos interleaved in this process and write one JSON document to ``--out``."""
+    args = _parser().parse_args(argv)
+    device = torch.device(args.device)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    combos = [get_combo(name) for name in args.combos.split(",")]
+    campaign = Campaign(
+        ModelConfig.preset(args.preset), combos, device, batch_size=args.batch_size, settings=args.settings
+    )
+    try:
+        results = campaign.run(lambda p: print(f"{p.phase} {p.combo} {p.done}/{p.total} {p.detail}", flush=True))
+    except UserError as exc:
+        print(f"UserError: {exc}", file=sys.stderr)
+        return 2
+    document = {
+        "schema": schema,
+        # Which code ran: the parent checks the harness is its own and the workload the side it meant.
+        "harness": str(Path(meddpm.__file__).resolve().parent),
+        "workload": str(workload_folder()),
+        "environment": environment(device),
+        "results": [asdict(r) for r in results.values()],
+    }
+    args.out.write_text(json.dumps(document))
+    campaign.close()
+    return 0
