@@ -13,7 +13,8 @@ import torch
 from meddpm.bench.cli import main
 from meddpm.errors import UserError
 from meddpm.measure.campaign.inputs import CPU_DEFAULT_COMBOS
-from meddpm.measure.campaign.interleaved import CampaignSettings, ComboResult, Progress
+from meddpm.measure.campaign.interleaved import ComboResult, Progress
+from meddpm.measure.campaign.settings import CampaignSettings
 from meddpm.measure.processes.campaign import ProcessCampaign
 from meddpm.measure.processes.ddp import DdpResult
 from meddpm.report.tables import ddp_table

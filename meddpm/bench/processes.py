@@ -24,8 +24,8 @@ import torch
 from meddpm.errors import UserError
 from meddpm.judge.verdict import Verdict
 from meddpm.measure.campaign.inputs import process_count, revision
-from meddpm.measure.campaign.interleaved import CampaignSettings
 from meddpm.measure.campaign.protocol import MeasuringCampaign, Progress, Source
+from meddpm.measure.campaign.settings import CampaignSettings
 from meddpm.measure.processes.campaign import ProcessCampaign
 from meddpm.measure.processes.revision import checkout_root, resolve_revision, sources
 from meddpm.measure.statistics.compare import between_process_spread

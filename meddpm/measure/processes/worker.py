@@ -27,8 +27,8 @@ import torch
 
 import meddpm
 from meddpm.errors import UserError
-from meddpm.measure.campaign.interleaved import Campaign, CampaignSettings
-from meddpm.measure.campaign.settings import add_worker_settings, worker_settings
+from meddpm.measure.campaign.interleaved import Campaign
+from meddpm.measure.campaign.settings import CampaignSettings, add_worker_settings, worker_settings
 from meddpm.measure.machine.environment import environment
 from meddpm.measure.processes.campaign import ENERGY_BLOCKS, ENERGY_ERROR, MEDIAN_PRECISION, WORKER_SCHEMA
 from meddpm.model.config import ModelConfig
