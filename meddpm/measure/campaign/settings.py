@@ -37,6 +37,7 @@ GPU_MAX_ROUNDS = 500
 MAX_WARMUP = 1000  # warm-up iterations per combo: about a minute of the paper preset on an H200
 MAX_ROUNDS = 10_000  # timed rounds: the adaptive rule stops far sooner
 
+
 @dataclass(frozen=True)
 class CampaignSettings:
     """How long to measure: warm-up, round limits, the noise target and the time budget."""
