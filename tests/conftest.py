@@ -1,9 +1,13 @@
 """Shared fixtures for the package's CPU tests."""
 
+from collections.abc import Callable
+
 import pytest
 import torch
+from bench_fakes import FakeCampaign
 
 from meddpm import ModelConfig
+from meddpm.bench.cli import main as bench_main
 from meddpm.suite.options import SuiteOptions
 
 
@@ -48,3 +52,22 @@ def suite_options(tmp_path):
         return SuiteOptions(**{**defaults, **overrides})
 
     return make
+
+
+@pytest.fixture
+def fake_bench(monkeypatch) -> Callable[..., int]:
+    """``meddpm-bench --device cpu --combos baseline ARGS`` measuring with a FakeCampaign; returns the exit code."""
+    monkeypatch.setattr("meddpm.bench.cli.Campaign", FakeCampaign)
+    # The RAM estimate traces the model (a second or so); it has tests of its own.
+    monkeypatch.setattr("meddpm.bench.host_ram.available_memory", lambda: None)
+    return lambda *args: bench_main(["--device", "cpu", "--combos", "baseline", *args])
+
+
+@pytest.fixture
+def no_campaign(monkeypatch):
+    """Fail the test if ``meddpm-bench`` gets as far as measuring."""
+
+    def refuse(*_, **__):
+        raise AssertionError("the command started measuring instead of refusing")
+
+    monkeypatch.setattr("meddpm.bench.cli.Campaign", refuse)

@@ -6,7 +6,8 @@ import torch
 
 from meddpm import COMBOS, TrainStep, UserError
 from meddpm.measure.campaign.inputs import CPU_DEFAULT_COMBOS
-from meddpm.measure.campaign.interleaved import Campaign, CampaignSettings
+from meddpm.measure.campaign.interleaved import Campaign
+from meddpm.measure.campaign.settings import CampaignSettings
 
 
 def run(micro, **settings) -> Campaign:

@@ -14,9 +14,10 @@ import torch
 from meddpm import COMBOS
 from meddpm.judge.ab import ab_verdicts
 from meddpm.judge.baseline import CaseKey, Tolerances
-from meddpm.measure.campaign.interleaved import Campaign, CampaignSettings
+from meddpm.measure.campaign.interleaved import Campaign
 from meddpm.measure.campaign.protocol import MeasuringCampaign, Source
 from meddpm.measure.campaign.result import ComboResult, ComboRuns
+from meddpm.measure.campaign.settings import CampaignSettings
 from meddpm.measure.energy.counter import BlockEnergy, WindowEnergy
 from meddpm.measure.processes.campaign import ProcessCampaign
 from meddpm.model.config import ModelConfig

@@ -33,7 +33,7 @@ def test_an_interrupted_extra_keeps_the_training_results(tmp_path, capsys, monke
     def interrupted(*_):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("meddpm.bench.cli._sampling", interrupted)
+    monkeypatch.setattr("meddpm.bench.extras.sampling", interrupted)
     out = tmp_path / "bench.json"
     assert main(["--combos", "baseline", "--iters", "2", "--warmup", "0", "--sample", "--json", str(out)]) == 130
     assert [r["combo"] for r in json.loads(out.read_text())["results"]] == ["baseline"]

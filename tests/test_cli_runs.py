@@ -13,7 +13,8 @@ import torch
 from meddpm.bench.cli import main
 from meddpm.errors import UserError
 from meddpm.measure.campaign.inputs import CPU_DEFAULT_COMBOS
-from meddpm.measure.campaign.interleaved import CampaignSettings, ComboResult, Progress
+from meddpm.measure.campaign.interleaved import ComboResult, Progress
+from meddpm.measure.campaign.settings import CampaignSettings
 from meddpm.measure.processes.campaign import ProcessCampaign
 from meddpm.measure.processes.ddp import DdpResult
 from meddpm.report.tables import ddp_table
@@ -90,18 +91,8 @@ def campaigns(monkeypatch):
 
     monkeypatch.setattr("meddpm.bench.cli.Campaign", make)
     # The RAM estimate traces the model (a second or so); it has tests of its own below.
-    monkeypatch.setattr("meddpm.bench.cli._available_memory", lambda: None, raising=False)
+    monkeypatch.setattr("meddpm.bench.host_ram.available_memory", lambda: None)
     return made
-
-
-@pytest.fixture
-def no_campaign(monkeypatch):
-    """Fail the test if the command gets as far as measuring."""
-
-    def refuse(*_, **__):
-        raise AssertionError("the command started measuring instead of refusing")
-
-    monkeypatch.setattr("meddpm.bench.cli.Campaign", refuse)
 
 
 def one_error_line(capsys) -> str:
@@ -200,14 +191,14 @@ def test_more_gpus_than_visible_is_refused_before_measuring(tmp_path, no_campaig
 
 def test_a_failing_extra_keeps_what_was_measured_and_errs_in_one_line(tmp_path, campaigns, capsys, monkeypatch):
     rows = [{"combo": "baseline", "seconds": 1.0}]
-    monkeypatch.setattr("meddpm.bench.cli._sampling", lambda *_: rows)
+    monkeypatch.setattr("meddpm.bench.extras.sampling", lambda *_: rows)
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
 
     def failing_ddp(*_, **__):
         # As distributed._torchrun reports a worker without an exception line: its stderr's tail.
         raise UserError("DDP run of baseline on 1 process(es) failed: Traceback (most recent call last):\n  boom\n")
 
-    monkeypatch.setattr("meddpm.bench.cli.run_ddp", failing_ddp)
+    monkeypatch.setattr("meddpm.bench.extras.run_ddp", failing_ddp)
     out = tmp_path / "r.json"
     assert main(["--device", "cpu", "--combos", "baseline", "--sample", "--gpus", "2", "--json", str(out)]) == 2
     captured = capsys.readouterr()
@@ -271,7 +262,7 @@ def test_ddp_table_heads_gloo_ranks_processes_and_nccl_ranks_gpus():
 
 def test_ddp_progress_on_the_cpu_counts_processes(tmp_path, campaigns, capsys, monkeypatch):
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
-    monkeypatch.setattr("meddpm.bench.cli.run_ddp", lambda preset, combo, world, **_: ddp_result(world, "gloo"))
+    monkeypatch.setattr("meddpm.bench.extras.run_ddp", lambda preset, combo, world, **_: ddp_result(world, "gloo"))
     assert main(["--device", "cpu", "--combos", "baseline", "--gpus", "2", "--json", str(tmp_path / "r.json")]) == 0
     captured = capsys.readouterr()
     assert "DDP: baseline on 1 process...\n" in captured.err and "DDP: baseline on 2 processes...\n" in captured.err
@@ -280,7 +271,7 @@ def test_ddp_progress_on_the_cpu_counts_processes(tmp_path, campaigns, capsys, m
 
 # --- 4. a CPU run that cannot fit in RAM -----------------------------------------------------------
 def test_a_cpu_run_too_big_for_the_ram_is_refused_before_building(tmp_path, no_campaign, capsys, monkeypatch):
-    monkeypatch.setattr("meddpm.bench.cli._available_memory", lambda: 4 * 2**30, raising=False)
+    monkeypatch.setattr("meddpm.bench.host_ram.available_memory", lambda: 4 * 2**30, raising=False)
     assert main(["--preset", "paper", "--device", "cpu", "--json", str(tmp_path / "r.json")]) == 2
     message = one_error_line(capsys)
     assert message.startswith("preset 'paper' at batch size 1 with combos baseline, opt2 needs at least 18.")
@@ -294,7 +285,7 @@ def test_out_of_cpu_memory_while_measuring_is_one_line(tmp_path, capsys, monkeyp
         raise RuntimeError("DefaultCPUAllocator: not enough memory: you tried to allocate 21474836480 bytes.")
 
     monkeypatch.setattr("meddpm.measure.campaign.interleaved.TrainStep", out_of_memory)
-    monkeypatch.setattr("meddpm.bench.cli._available_memory", lambda: None, raising=False)
+    monkeypatch.setattr("meddpm.bench.host_ram.available_memory", lambda: None)
     assert main(["--device", "cpu", "--json", str(tmp_path / "r.json")]) == 2
     err = capsys.readouterr().err.strip().splitlines()  # the start lines, then the error alone
     assert err[-1].startswith("meddpm-bench: error: out of CPU (RAM) memory in combo 'baseline' on preset 'tiny'")
@@ -384,7 +375,7 @@ def test_a_run_interrupted_in_sample_keeps_the_training_results_marked_partial(
     def interrupted(*_):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("meddpm.bench.cli._sampling", interrupted)
+    monkeypatch.setattr("meddpm.bench.extras.sampling", interrupted)
     out = tmp_path / "r.json"
     assert main(["--device", "cpu", "--combos", "baseline", "--iters", "2", "--sample", "--json", str(out)]) == 130
     data = json.loads(out.read_text())
@@ -403,7 +394,7 @@ def test_a_process_campaign_interrupted_keeps_the_processes_that_finished(tmp_pa
         return [combo_result("baseline", [10.0, 11.0, 12.0])]
 
     monkeypatch.setattr(ProcessCampaign, "_run_worker", worker)
-    monkeypatch.setattr("meddpm.bench.cli._available_memory", lambda: None)
+    monkeypatch.setattr("meddpm.bench.host_ram.available_memory", lambda: None)
     out = tmp_path / "r.json"
     assert main(["--device", "cpu", "--combos", "baseline", "--processes", "3", "--json", str(out)]) == 130
     data = json.loads(out.read_text())

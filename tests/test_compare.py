@@ -93,7 +93,7 @@ def test_sources_alternate_abba():
 def test_energy_blocks_run_in_the_first_process_only_never_in_an_ab_run_nor_when_off(
     monkeypatch, tmp_path, sources, energy, expected
 ):
-    from meddpm.measure.campaign.interleaved import CampaignSettings
+    from meddpm.measure.campaign.settings import CampaignSettings
     from meddpm.measure.processes import campaign as processes
     from meddpm.measure.processes.campaign import ProcessCampaign
     from meddpm.measure.processes.worker import WORKER_SCHEMA

@@ -16,8 +16,9 @@ import pytest
 import torch
 
 from meddpm import COMBOS, UserError
-from meddpm.measure.campaign.interleaved import Campaign, CampaignSettings, ComboResult
+from meddpm.measure.campaign.interleaved import Campaign, ComboResult
 from meddpm.measure.campaign.result import ComboRuns
+from meddpm.measure.campaign.settings import CampaignSettings
 from meddpm.measure.energy.block import Probe, probe_combo, run_block
 from meddpm.measure.energy.counter import (
     BlockEnergy,

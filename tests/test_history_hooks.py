@@ -14,7 +14,6 @@ from meddpm.errors import UserError
 from meddpm.history.append import append_results
 from meddpm.history.simulation import results_document
 from meddpm.history.store import HistoryStore
-from meddpm.measure.campaign.interleaved import ComboResult
 from meddpm.suite.records import append_history
 
 SUITE_TESTS = Path(__file__).resolve().parent.parent / "perf_tests" / "test_training.py"
@@ -51,45 +50,10 @@ def stored(db: Path) -> list:
 
 
 # --- meddpm-bench --------------------------------------------------------------------------------
-
-
-class FakeCampaign:
-    """A campaign that measures nothing: 10 ms per round for every combo."""
-
-    def __init__(self, config, combos, device, *, batch_size, settings):
-        self.config, self.combos, self.batch_size, self.settings = config, combos, batch_size, settings
-
-    def run(self, on_progress=None):
-        return {
-            c.name: ComboResult(
-                preset=self.config.name,
-                combo=c.name,
-                batch_size=self.batch_size,
-                volume=self.config.volume,
-                math_precision=c.math_precision,
-                samples_ms=[10.0] * self.settings.min_rounds,
-                warmup_ms=[],
-                setup_s=0.1,
-                flops_per_iter=10**9,
-                rel_iqr_target=self.settings.rel_iqr_target,
-            )
-            for c in self.combos
-        }
-
-    def close(self) -> None:
-        """Nothing to free."""
-
-
 @pytest.fixture
-def bench(monkeypatch, tmp_path):
-    """Run meddpm-bench on the CPU with a fake campaign; returns the exit code."""
-    monkeypatch.setattr("meddpm.bench.cli.Campaign", FakeCampaign)
-    monkeypatch.setattr("meddpm.bench.cli._available_memory", lambda: None, raising=False)
-
-    def run(*args: str) -> int:
-        return bench_main(["--device", "cpu", "--combos", "baseline", "--json", str(tmp_path / "r.json"), *args])
-
-    return run
+def bench(fake_bench, tmp_path):
+    """meddpm-bench with a fake campaign and its results in ``tmp_path``; returns the exit code."""
+    return lambda *args: fake_bench("--json", str(tmp_path / "r.json"), *args)
 
 
 def test_bench_appends_its_run_with_the_machine_and_options(bench, tmp_path, capsys):
@@ -122,11 +86,7 @@ def test_bench_history_alone_is_the_environment_else_the_default_file(bench, tmp
     ],
     ids=["driver", "port", "one-slash"],
 )
-def test_bench_refuses_a_bad_history_before_measuring(monkeypatch, tmp_path, capsys, history, message):
-    def refuse(*_, **__):
-        raise AssertionError("the command started measuring instead of refusing")
-
-    monkeypatch.setattr("meddpm.bench.cli.Campaign", refuse)
+def test_bench_refuses_a_bad_history_before_measuring(monkeypatch, tmp_path, no_campaign, capsys, history, message):
     monkeypatch.chdir(tmp_path)
     assert bench_main(["--device", "cpu", "--json", str(tmp_path / "r.json"), "--history", history]) == 2
     err = capsys.readouterr().err.strip().splitlines()

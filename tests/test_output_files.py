@@ -18,7 +18,6 @@ from meddpm.bench import cli as bench_cli
 from meddpm.history.cli import main as history_main
 from meddpm.history.simulation import simulate, simulated_documents
 from meddpm.history.store import HistoryStore
-from meddpm.measure.campaign.interleaved import ComboResult
 from meddpm.measure.processes.ddp import DdpResult
 from meddpm.suite.records import append_history
 from meddpm.suite.session import SuiteRun
@@ -32,41 +31,6 @@ def _no_history_env(monkeypatch):
     monkeypatch.delenv("MEDDPM_HISTORY", raising=False)
 
 
-class FakeCampaign:
-    """A campaign that measures nothing: 10 ms per round for every combo."""
-
-    def __init__(self, config, combos, device, *, batch_size, settings):
-        self.config, self.combos, self.batch_size, self.settings = config, combos, batch_size, settings
-
-    def run(self, on_progress=None):
-        return {
-            c.name: ComboResult(
-                preset=self.config.name,
-                combo=c.name,
-                batch_size=self.batch_size,
-                volume=self.config.volume,
-                math_precision=c.math_precision,
-                samples_ms=[10.0] * self.settings.min_rounds,
-                warmup_ms=[],
-                setup_s=0.1,
-                flops_per_iter=10**9,
-                rel_iqr_target=self.settings.rel_iqr_target,
-            )
-            for c in self.combos
-        }
-
-    def close(self) -> None:
-        """Nothing to free."""
-
-
-@pytest.fixture
-def bench(monkeypatch):
-    """Run meddpm-bench on the CPU with a fake campaign; returns the exit code."""
-    monkeypatch.setattr(bench_cli, "Campaign", FakeCampaign)
-    monkeypatch.setattr(bench_cli, "_available_memory", lambda: None)
-    return lambda *args: bench_cli.main(["--device", "cpu", "--combos", "baseline", *args])
-
-
 def stored(db: Path) -> list:
     with HistoryStore.open(str(db), create=False) as store:
         return store.runs()
@@ -74,11 +38,7 @@ def stored(db: Path) -> list:
 
 # --- the target of a write ----------------------------------------------------------------------
 @pytest.mark.parametrize("kind", ["named pipe", "link to a named pipe"])
-def test_bench_refuses_a_json_that_is_not_a_regular_file_before_measuring(tmp_path, monkeypatch, capsys, kind):
-    def refuse(*_, **__):
-        raise AssertionError("the command started measuring instead of refusing")
-
-    monkeypatch.setattr(bench_cli, "Campaign", refuse)
+def test_bench_refuses_a_json_that_is_not_a_regular_file_before_measuring(tmp_path, no_campaign, capsys, kind):
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     given = fifo
@@ -94,13 +54,13 @@ def test_bench_refuses_a_json_that_is_not_a_regular_file_before_measuring(tmp_pa
     assert fifo.is_fifo() and sorted(p.name for p in tmp_path.iterdir()) == sorted({"fifo", given.name})
 
 
-def test_bench_writes_through_a_json_symlink_and_keeps_it(tmp_path, bench):
+def test_bench_writes_through_a_json_symlink_and_keeps_it(tmp_path, fake_bench):
     target = tmp_path / "kept" / "r.json"
     target.parent.mkdir()
     target.write_text("{}")
     link = tmp_path / "r.json"
     link.symlink_to(target)
-    assert bench("--json", str(link)) == 0
+    assert fake_bench("--json", str(link)) == 0
     assert link.is_symlink() and link.resolve() == target
     assert json.loads(target.read_text())["results"][0]["combo"] == "baseline"
 
@@ -159,10 +119,10 @@ def test_the_suite_appends_its_own_run_not_the_latest_in_a_shared_folder(suite_o
 # --- stdout's reader gone -----------------------------------------------------------------------
 BENCH_WITH_A_FAKE_CAMPAIGN = """
 import sys
-import test_output_files as t
-from meddpm.bench import cli
-cli.Campaign = t.FakeCampaign
-cli._available_memory = lambda: None
+from bench_fakes import FakeCampaign
+from meddpm.bench import cli, host_ram
+cli.Campaign = FakeCampaign
+host_ram.available_memory = lambda: None
 sys.exit(cli.main(sys.argv[1:]))
 """
 

@@ -14,12 +14,12 @@ from meddpm.bench.cli import _settings as bench_settings
 from meddpm.bench.cli import main as bench_main
 from meddpm.errors import UserError
 from meddpm.measure.campaign import inputs
-from meddpm.measure.campaign.interleaved import CampaignSettings
 from meddpm.measure.campaign.settings import (
     BENCH,
     SETTINGS,
     SUITE,
     WORKER_SETTINGS,
+    CampaignSettings,
     campaign_settings,
     offered,
     worker_arguments,

@@ -10,28 +10,30 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import NoReturn
 
-import pandas as pd
 import torch
 import torch.distributed
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from meddpm.atomic import run_stamp, write_json_atomic
+from meddpm.bench import extras as bench_extras
+from meddpm.bench import host_ram
 from meddpm.bench import processes as bench_processes
-from meddpm.errors import UserError, drop_stdout, run_command
+from meddpm.bench.output import say
+from meddpm.errors import UserError, run_command
 from meddpm.history.append import append_results, history_target
 from meddpm.history.documents import run_description
 from meddpm.history.store import DEFAULT_DB as HISTORY_DB
 from meddpm.history.store import ENV_VAR as HISTORY_ENV_VAR
-from meddpm.judge.ab import ab_verdicts
 from meddpm.judge.arch import detect_arch
 from meddpm.measure.campaign import inputs
-from meddpm.measure.campaign.interleaved import Campaign, CampaignSettings, ComboResult
+from meddpm.measure.campaign.interleaved import Campaign, ComboResult
 from meddpm.measure.campaign.interleaved import Progress as CampaignProgress
 from meddpm.measure.campaign.protocol import MeasuringCampaign
 from meddpm.measure.campaign.settings import (
     BENCH,
     MAX_ROUNDS,
+    CampaignSettings,
     add_settings,
     campaign_settings,
     check_count,
@@ -40,28 +42,21 @@ from meddpm.measure.campaign.settings import (
     namespace_reader,
     offered,
 )
-from meddpm.measure.energy.sample import sample_with_energy
 from meddpm.measure.machine.environment import environment
-from meddpm.measure.machine.host_memory import host_memory_needed
 from meddpm.measure.processes.campaign import AB_PROCESSES, sigterm_as_interrupt
-from meddpm.measure.processes.ddp import run_ddp
-from meddpm.measure.profiling.kernel_mix import category_shares, profile_kernels
-from meddpm.model.config import PRESETS, ModelConfig
+from meddpm.model.config import PRESETS
 from meddpm.report.power_plot import power_chart
 from meddpm.report.tables import (
     BENCH_CPU_TABLE,
     BENCH_TABLE,
-    ddp_table,
     energy_table,
     format_table,
-    kernel_mix_table,
     results_table,
 )
 from meddpm.run.combos import COMBOS, get_combo
 
 PROG = "meddpm-bench"
 JSON_SCHEMA = "meddpm-bench/3"
-GIB = 2**30
 CPU_DEFAULT_ITERS = 3
 # Other processes take a shared machine's cores at will: one run can read many times another made minutes later.
 CPU_NOTE = (
@@ -213,49 +208,6 @@ def _json_path(given: str | None, preset: str) -> Path:
     return path
 
 
-def _check_ram(config: ModelConfig, combos: Sequence[str], batch: int, ddp_processes: int) -> None:
-    """Refuse a CPU run that cannot fit in the RAM available, before building anything."""
-    available = _available_memory()
-    if available is None:
-        return  # Not Linux and no psutil: the campaign's out-of-memory error still tells.
-    need = host_memory_needed(config, [get_combo(n) for n in combos], batch, ddp_processes=ddp_processes)
-    if need > available:
-        ddp = f" and DDP on {ddp_processes} processes" if ddp_processes else ""
-        raise UserError(
-            f"preset {config.name!r} at batch size {batch} with combos {', '.join(combos)}{ddp} needs at least "
-            f"{need / GIB:.1f} GiB of RAM, but {available / GIB:.1f} GiB is available; "
-            "use a smaller preset (tiny) or batch, fewer combos, or a GPU"
-        )
-
-
-def _say(text: object) -> None:
-    """Print a line of the report; once stdout's reader has gone (``| head``), go on without it.
-
-    The run still writes its results file and appends to the history, which come after the tables.
-    Flushing each line makes a closed pipe show here rather than in a later, unguarded write.
-    """
-    try:
-        print(text, flush=True)
-    except BrokenPipeError:
-        drop_stdout()
-
-
-def _available_memory() -> int | None:
-    """Bytes of RAM available to a new allocation (free plus reclaimable cache), or None if unknown."""
-    try:
-        import psutil  # optional, not a dependency: it knows every platform's figure
-    except ImportError:
-        psutil = None
-    if psutil is not None:
-        return int(psutil.virtual_memory().available)
-    try:
-        with open("/proc/meminfo") as meminfo:
-            fields = dict(line.split(":", 1) for line in meminfo)
-        return int(fields["MemAvailable"].split()[0]) * 1024  # in KiB
-    except (OSError, KeyError, ValueError):
-        return None
-
-
 def run(argv: Sequence[str] | None = None) -> int:
     """Parse arguments, measure, print the table and write the JSON; returns the exit code."""
     args = _parser().parse_args(argv)
@@ -272,7 +224,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     json_path = _json_path(args.json, config.name)
     history = history_target(args.history or None, HISTORY_DB if args.history == "" else None)
     if not on_gpu:
-        _check_ram(config, combos, batch, args.gpus)
+        host_ram.check_ram(config, combos, batch, args.gpus)
     if on_gpu:
         torch.cuda.set_device(device)
 
@@ -312,21 +264,21 @@ def run(argv: Sequence[str] | None = None) -> int:
         interrupted = "the timed rounds"
     # The training table first, and the JSON rewritten after every extra: the kernel mix, sampling
     # and DDP take minutes, and an interrupted or timed-out run keeps what it had measured.
-    _say(format_table(results_table(results, BENCH_TABLE if on_gpu else BENCH_CPU_TABLE)))
-    _say(f"stopped: {results[0].stop_reason}")
+    say(format_table(results_table(results, BENCH_TABLE if on_gpu else BENCH_CPU_TABLE)))
+    say(f"stopped: {results[0].stop_reason}")
     if not on_gpu:
-        _say(CPU_NOTE)
+        say(CPU_NOTE)
     _print_gpu_state(results)
     energy = energy_table(results)
     if not energy.empty:
-        _say("energy (NVML counter over windows of back-to-back iterations; docs/energy.md):")
-        _say(format_table(energy))
+        say("energy (NVML counter over windows of back-to-back iterations; docs/energy.md):")
+        say(format_table(energy))
     extras: dict[str, object] = {}
     status = 0
     if process_plan.active and interrupted:
         extras["process_medians_ms"] = bench_processes.process_medians(campaign)  # too few for spreads or verdicts
     elif process_plan.active:
-        status = _report_processes(campaign, process_plan.processes, extras)
+        status = bench_processes.report(campaign, process_plan.processes, extras)
 
     def save() -> None:
         document = {
@@ -349,40 +301,40 @@ def run(argv: Sequence[str] | None = None) -> int:
     if interrupted:
         return _interrupted(interrupted, json_path)
     assert campaign is not None  # measured, so made
-    _say(f"results written to {json_path}")
+    say(f"results written to {json_path}")
     if history is not None:
         _append_history(history, json_path, args)
     if any(r.energy_blocks for r in results):
         title = f"power and SM clock, {config.name} b{batch}, {where}"
-        _say(f"power chart: {power_chart(results, json_path.with_suffix('.power.png'), title)}")
+        say(f"power chart: {power_chart(results, json_path.with_suffix('.power.png'), title)}")
     stage = ""  # the extra under way
     try:
         if args.kernel_mix:
             stage = "--kernel-mix"
-            extras["kernel_mix"] = _kernel_mix(campaign)
+            extras["kernel_mix"] = bench_extras.kernel_mix(campaign)
             save()
         campaign.close()
         if args.sample:
             stage = "--sample"
-            extras["sampling"] = _sampling(config, combos, device)
+            extras["sampling"] = bench_extras.sampling(config, combos, device)
             save()
         if args.gpus:
             stage = "--gpus"
-            extras["ddp"] = _ddp(config, combos, args.gpus, device, batch, settings)
+            extras["ddp"] = bench_extras.ddp(config, combos, args.gpus, device, batch, settings)
             save()
     except KeyboardInterrupt:
         interrupted = stage or "the end of the run"
         save()  # the training results and the extras that finished, marked partial
         return _interrupted(interrupted, json_path)
     if extras:
-        _say(f"results written to {json_path}, with {', '.join(extras)}")
+        say(f"results written to {json_path}, with {', '.join(extras)}")
     return status
 
 
 def _append_history(target: str, json_path: Path, args: argparse.Namespace) -> None:
     """Append the run to the history; a failure is one line, and the JSON stays as written."""
     try:
-        _say(append_results(target, json_path, vars(args), PROG))
+        say(append_results(target, json_path, vars(args), PROG))
     except (UserError, OSError) as exc:
         reason = " ".join(str(exc).split())
         print(f"{PROG}: run not appended to the history ({json_path} has it): {reason}", file=sys.stderr)
@@ -405,27 +357,6 @@ def _interrupted(during: str, json_path: Path) -> int:
         file=sys.stderr,
     )
     return 130
-
-
-def _report_processes(campaign: MeasuringCampaign, processes: int, extras: dict[str, object]) -> int:
-    """Print the process medians and, for an A/B run, the verdicts; 1 if the working tree is slower."""
-    _say(f"per-process medians ({campaign.sources[0].label}):")
-    _say(format_table(bench_processes.spread_table(campaign)))
-    extras["process_medians_ms"] = bench_processes.process_medians(campaign)
-    if len(campaign.sources) == 1:
-        return 0
-    verdicts = ab_verdicts(campaign)
-    tree, rev = campaign.sources
-    _say(f"A/B, {processes} processes a side: {tree.label} against {rev.label}")
-    _say(format_table(bench_processes.ab_table(verdicts, campaign.sources)))
-    extras["comparisons"] = {
-        combo: {"outcome": v.outcome, "threshold": v.tolerance, **v.comparison.as_dict()}
-        for combo, v in verdicts.items()
-    }
-    slower = [combo for combo, v in verdicts.items() if v.failed]
-    if slower:
-        _say(f"slower than {rev.label}: {', '.join(slower)}")
-    return 1 if slower else 0
 
 
 def _measure(campaign: Campaign, combos: Sequence[str], settings: CampaignSettings) -> dict[str, ComboResult]:
@@ -458,69 +389,13 @@ def _measure(campaign: Campaign, combos: Sequence[str], settings: CampaignSettin
         return campaign.run(show)
 
 
-def _kernel_mix(campaign: MeasuringCampaign) -> dict[str, list[dict[str, object]]]:
-    """Profile one more iteration of each combo; print and return GPU time by kernel category."""
-    kernels_by_combo: dict[str, list[dict[str, object]]] = {}
-    by_category = {}
-    for name, step in campaign.steps.items():
-        kernels = profile_kernels(step)
-        by_category[name] = category_shares(kernels)
-        kernels_by_combo[name] = kernels.to_dict(orient="records")
-        _say(f"top kernels of {name}:")
-        _say(kernels.head(8).to_string(index=False, formatters={"kernel": lambda k: k[:90]}))
-    _say("GPU time share by kernel category:")
-    _say(kernel_mix_table(by_category).to_string(float_format=lambda v: f"{v:.1%}"))
-    return kernels_by_combo
-
-
-def _sampling(config: ModelConfig, combos: Sequence[str], device: torch.device) -> list[dict[str, object]]:
-    """Time a full reverse diffusion per combo, with its energy where the GPU has a counter; print and return."""
-    rows = []
-    for name in combos:
-        r, block = sample_with_energy(config, get_combo(name), device)
-        row: dict[str, object] = {"combo": name, "seconds": r.seconds, "ms/step": r.ms_per_step}
-        row["warm-up s"] = r.warmup_s
-        if block is not None:
-            row.update({"J/sample": block.counter_j / block.iterations, "bound %": 100 * block.quantisation})
-        rows.append(row)
-    _say(f"sampling: {config.timesteps} reverse steps of one {config.volume} volume")
-    _say(pd.DataFrame(rows).set_index("combo").to_string(float_format=lambda v: f"{v:.2f}"))
-    return rows
-
-
-def _ddp(
-    config: ModelConfig, combos: Sequence[str], gpus: int, device: torch.device, batch: int, settings: CampaignSettings
-) -> list[dict[str, object]]:
-    """World sizes 1..gpus per combo under DDP; print the scaling table and return the raw results."""
-    kind = "cuda" if device.type == "cuda" else "cpu"
-    unit = ("GPU", "GPUs") if kind == "cuda" else ("process", "processes")  # gloo ranks share the CPU
-    results = []
-    for name in combos:
-        for world in range(1, gpus + 1):
-            print(f"DDP: {name} on {world} {unit[world > 1]}...", file=sys.stderr)
-            results.append(
-                run_ddp(
-                    config.name,
-                    name,
-                    world,
-                    device=kind,
-                    batch_per_rank=batch,
-                    warmup=settings.warmup,
-                    rounds=settings.min_rounds,
-                )
-            )
-    _say(f"data-parallel weak scaling, batch {batch} per rank, slowest rank per round:")
-    _say(ddp_table(results).to_string(index=False, float_format=lambda v: f"{v:.2f}"))
-    return [r.as_dict() for r in results]
-
-
 def _print_gpu_state(results: Sequence[ComboResult]) -> None:
     """One line on the card's condition, so a throttled run is visible at a glance."""
     states = [s for r in results for s in r.gpu_states]
     if not states:
         return
     reasons = sorted({reason for r in results for reason in r.clock_event_reasons} - {"GpuIdle"})
-    _say(
+    say(
         f"GPU {states[0].name}, driver {states[0].driver}: SM clock {min(s.sm_clock_mhz for s in states)}-"
         f"{max(s.sm_clock_mhz for s in states)} MHz (max {states[0].sm_clock_max_mhz}), "
         f"temperature up to {max(s.temperature_c for s in states)} C, "

@@ -21,15 +21,18 @@ import numpy as np
 import pandas as pd
 import torch
 
+from meddpm.bench.output import say
 from meddpm.errors import UserError
+from meddpm.judge.ab import ab_verdicts
 from meddpm.judge.verdict import Verdict
 from meddpm.measure.campaign.inputs import process_count, revision
-from meddpm.measure.campaign.interleaved import CampaignSettings
 from meddpm.measure.campaign.protocol import MeasuringCampaign, Progress, Source
+from meddpm.measure.campaign.settings import CampaignSettings
 from meddpm.measure.processes.campaign import ProcessCampaign
 from meddpm.measure.processes.revision import check_revision, checkout_root, sources
 from meddpm.measure.statistics.compare import between_process_spread
 from meddpm.model.config import ModelConfig
+from meddpm.report.tables import format_table
 
 
 @dataclass(frozen=True)
@@ -136,3 +139,24 @@ def ab_table(verdicts: dict[str, Verdict], sources: Sequence[Source]) -> pd.Data
             }
         )
     return pd.DataFrame(rows).set_index("combo")
+
+
+def report(campaign: MeasuringCampaign, processes: int, extras: dict[str, object]) -> int:
+    """Print the process medians and, for an A/B run, the verdicts; 1 if the working tree is slower."""
+    say(f"per-process medians ({campaign.sources[0].label}):")
+    say(format_table(spread_table(campaign)))
+    extras["process_medians_ms"] = process_medians(campaign)
+    if len(campaign.sources) == 1:
+        return 0
+    verdicts = ab_verdicts(campaign)
+    tree, rev = campaign.sources
+    say(f"A/B, {processes} processes a side: {tree.label} against {rev.label}")
+    say(format_table(ab_table(verdicts, campaign.sources)))
+    extras["comparisons"] = {
+        combo: {"outcome": v.outcome, "threshold": v.tolerance, **v.comparison.as_dict()}
+        for combo, v in verdicts.items()
+    }
+    slower = [combo for combo, v in verdicts.items() if v.failed]
+    if slower:
+        say(f"slower than {rev.label}: {', '.join(slower)}")
+    return 1 if slower else 0

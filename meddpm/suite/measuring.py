@@ -17,9 +17,10 @@ import pytest
 import torch
 
 from meddpm.errors import UserError
-from meddpm.measure.campaign.interleaved import Campaign, CampaignSettings
+from meddpm.measure.campaign.interleaved import Campaign
 from meddpm.measure.campaign.protocol import MeasuringCampaign, Progress
 from meddpm.measure.campaign.result import ComboResult
+from meddpm.measure.campaign.settings import CampaignSettings
 from meddpm.measure.machine.timing import synchronize
 from meddpm.measure.processes.campaign import ProcessCampaign
 from meddpm.measure.processes.ddp import DdpResult

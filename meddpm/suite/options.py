@@ -20,9 +20,9 @@ from meddpm.history.append import history_target
 from meddpm.history.store import ENV_VAR as HISTORY_ENV_VAR
 from meddpm.judge.arch import KNOWN_ARCHS, detect_arch, validate_arch
 from meddpm.measure.campaign import inputs
-from meddpm.measure.campaign.interleaved import CampaignSettings
 from meddpm.measure.campaign.settings import (
     SUITE,
+    CampaignSettings,
     add_settings,
     campaign_settings,
     check_count,

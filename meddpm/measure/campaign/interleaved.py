@@ -19,7 +19,6 @@ from __future__ import annotations
 import gc
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import torch
 
@@ -27,8 +26,8 @@ from meddpm.errors import UserError
 from meddpm.measure.campaign.flops import forward_flops, train_step_flops
 from meddpm.measure.campaign.protocol import Progress, Source
 from meddpm.measure.campaign.result import ComboResult, ComboRuns
+from meddpm.measure.campaign.settings import CampaignSettings
 from meddpm.measure.energy.block import measure_soaked_block, probe_combo
-from meddpm.measure.energy.heat_soak import SoakPlan
 from meddpm.measure.energy.power_sampler import PowerSampler, poll_period
 from meddpm.measure.machine.nvml import Gpu, GpuState, open_gpu
 from meddpm.measure.machine.timing import synchronize, time_once, time_synchronized
@@ -43,50 +42,6 @@ _PRECISION_MIN_TIMED_S = 1.0
 
 # What the CPU allocator says when a request cannot be met (Linux, then Windows wording).
 _CPU_OUT_OF_MEMORY = ("DefaultCPUAllocator: can't allocate memory", "DefaultCPUAllocator: not enough memory")
-
-
-@dataclass(frozen=True)
-class CampaignSettings:
-    """How long to measure: warm-up, round limits, the noise target and the time budget."""
-
-    warmup: int = 3
-    min_rounds: int = 5
-    max_rounds: int = 30
-    rel_iqr_target: float = 0.02
-    budget_s: float = 300.0
-    # Relative standard error each combo's median must reach before it stops (0: no such rule).
-    median_precision: float = 0.0
-    energy_error: float = 0.01  # bound on the energy counter's quantisation error per block
-    energy_windows: int = 3  # windows per block, for the spread of energy per iteration
-    # An energy block per combo after the rounds (1.25 counter periods / energy_error of GPU time,
-    # about 12 s at a 100 ms period); off where only time is judged, as in an A/B run.
-    energy: bool = True
-    # Each block's windows run until the card's temperature has settled over them (leakage power follows it).
-    energy_soak: SoakPlan = SoakPlan()
-
-    def __post_init__(self) -> None:
-        if self.warmup < 0:
-            raise UserError(f"warm-up iterations must be 0 or more, got {self.warmup}")
-        if self.min_rounds < 1 or self.max_rounds < self.min_rounds:
-            raise UserError(
-                f"rounds must satisfy 1 <= min ({self.min_rounds}) <= max ({self.max_rounds}); fix the round options"
-            )
-        if not self.rel_iqr_target > 0:
-            raise UserError(f"the relative-IQR target must be above 0, got {self.rel_iqr_target}")
-        if not self.budget_s > 0:
-            raise UserError(f"the time budget must be above 0 s, got {self.budget_s}")
-        if not 0 <= self.median_precision < 1:
-            raise UserError(f"the median precision must be 0 (off) or between 0 and 1, got {self.median_precision}")
-        if not 0 < self.energy_error < 1:
-            raise UserError(f"the energy error target must be between 0 and 1, got {self.energy_error}")
-        if self.energy_windows < 2:
-            raise UserError(f"energy needs at least 2 windows per block for a spread, got {self.energy_windows}")
-
-    @property
-    def stop_rule(self) -> str:
-        """When a combo stops, in words: "3% rel. IQR and a median within 0.2%"."""
-        precision = f" and a median within {self.median_precision:.1%}" if self.median_precision else ""
-        return f"{self.rel_iqr_target:.0%} rel. IQR{precision}"
 
 
 class Campaign:

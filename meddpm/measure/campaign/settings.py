@@ -1,9 +1,10 @@
 """Every measurement setting of the suite, ``meddpm-bench`` and the worker: declared once, with its defaults and checks.
 
-:data:`SETTINGS` is the table: per setting its option name, type, help, check and the
-:class:`~meddpm.measure.campaign.interleaved.CampaignSettings` field it sets, and per tool that offers it
-the default on a GPU and on the CPU (:data:`OWN`: the field's own default). The worker receives the
-whole :class:`CampaignSettings` the suite or the bench resolved (:func:`worker_arguments`).
+:class:`CampaignSettings` is what one campaign runs with, each field with its own default and check.
+:data:`SETTINGS` is the table of options: per setting its option name, type, help, check and the
+:class:`CampaignSettings` field it sets, and per tool that offers it the default on a GPU and on the CPU
+(:data:`OWN`: the field's own default). The worker receives the whole :class:`CampaignSettings` the suite
+or the bench resolved (:func:`worker_arguments`).
 :func:`add_settings` declares them on an argparse parser or a pytest option group (``add_argument`` and
 ``addoption`` take the same keywords) under a prefix (``--perf-`` in the suite, none in the bench);
 :func:`given_settings` reads and checks the values given; :func:`campaign_settings` fills in the defaults.
@@ -20,7 +21,6 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from meddpm.errors import UserError
-from meddpm.measure.campaign.interleaved import CampaignSettings
 from meddpm.measure.energy.heat_soak import SoakPlan
 
 Tool = Literal["suite", "bench"]
@@ -39,6 +39,51 @@ GPU_MAX_ROUNDS = 500
 # typo (an extra zero) is refused at once instead of measuring for hours.
 MAX_WARMUP = 1000  # warm-up iterations per combo: about a minute of the paper preset on an H200
 MAX_ROUNDS = 10_000  # timed rounds: the adaptive rule stops far sooner
+
+
+@dataclass(frozen=True)
+class CampaignSettings:
+    """How long to measure: warm-up, round limits, the noise target and the time budget."""
+
+    warmup: int = 3
+    min_rounds: int = 5
+    max_rounds: int = 30
+    rel_iqr_target: float = 0.02
+    budget_s: float = 300.0
+    # Relative standard error each combo's median must reach before it stops (0: no such rule).
+    median_precision: float = 0.0
+    energy_error: float = 0.01  # bound on the energy counter's quantisation error per block
+    energy_windows: int = 3  # windows per block, for the spread of energy per iteration
+    # An energy block per combo after the rounds (1.25 counter periods / energy_error of GPU time,
+    # about 12 s at a 100 ms period); off where only time is judged, as in an A/B run.
+    energy: bool = True
+    # Each block's windows run until the card's temperature has settled over them (leakage power follows it).
+    energy_soak: SoakPlan = SoakPlan()
+
+    def __post_init__(self) -> None:
+        if self.warmup < 0:
+            raise UserError(f"warm-up iterations must be 0 or more, got {self.warmup}")
+        if self.min_rounds < 1 or self.max_rounds < self.min_rounds:
+            raise UserError(
+                f"rounds must satisfy 1 <= min ({self.min_rounds}) <= max ({self.max_rounds}); fix the round options"
+            )
+        if not self.rel_iqr_target > 0:
+            raise UserError(f"the relative-IQR target must be above 0, got {self.rel_iqr_target}")
+        if not self.budget_s > 0:
+            raise UserError(f"the time budget must be above 0 s, got {self.budget_s}")
+        if not 0 <= self.median_precision < 1:
+            raise UserError(f"the median precision must be 0 (off) or between 0 and 1, got {self.median_precision}")
+        if not 0 < self.energy_error < 1:
+            raise UserError(f"the energy error target must be between 0 and 1, got {self.energy_error}")
+        if self.energy_windows < 2:
+            raise UserError(f"energy needs at least 2 windows per block for a spread, got {self.energy_windows}")
+
+    @property
+    def stop_rule(self) -> str:
+        """When a combo stops, in words: "3% rel. IQR and a median within 0.2%"."""
+        precision = f" and a median within {self.median_precision:.1%}" if self.median_precision else ""
+        return f"{self.rel_iqr_target:.0%} rel. IQR{precision}"
+
 
 Check = Callable[[str, Any, Mapping[str, Any]], None]  # (option, value, the values given by field)
 

@@ -26,10 +26,9 @@ import torch
 
 import meddpm
 from meddpm.errors import UserError
-from meddpm.measure.campaign.interleaved import CampaignSettings
 from meddpm.measure.campaign.protocol import Progress, Source
 from meddpm.measure.campaign.result import ComboResult, ComboRuns
-from meddpm.measure.campaign.settings import worker_arguments
+from meddpm.measure.campaign.settings import CampaignSettings, worker_arguments
 from meddpm.measure.energy.counter import BlockEnergy
 from meddpm.measure.machine.nvml import GpuState
 from meddpm.measure.processes.worker import WORKER_SCHEMA

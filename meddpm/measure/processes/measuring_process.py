@@ -17,8 +17,8 @@ import torch
 
 import meddpm
 from meddpm.errors import UserError
-from meddpm.measure.campaign.interleaved import Campaign, CampaignSettings
-from meddpm.measure.campaign.settings import add_worker_settings
+from meddpm.measure.campaign.interleaved import Campaign
+from meddpm.measure.campaign.settings import CampaignSettings, add_worker_settings
 from meddpm.measure.machine.environment import environment
 from meddpm.measure.processes.workload import workload_folder
 from meddpm.model.config import ModelConfig
