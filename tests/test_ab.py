@@ -18,6 +18,7 @@ import pytest
 
 import meddpm
 from meddpm.errors import UserError
+from meddpm.judge.verdict import UNDER_THRESHOLD
 from meddpm.suite.measuring import Measuring
 
 PACKAGE = Path(meddpm.__file__).resolve().parent
@@ -106,7 +107,8 @@ def test_a_planted_slowdown_fails_and_a_clean_ab_passes(repo):
     assert "tiny/baseline/b1 working tree (" in out and "+dirty, 1 file(s) of meddpm/ changed or new) vs HEAD (" in out
     assert re.search(r"time regression: baseline 100(\.\d)? ms, now 110(\.\d)? ms \(ratio 1\.09\d\d|1\.10\d\d", out)
     assert "2 vs 2 processes" in out
-    assert re.search(r"tiny/opt1/b1 .* time unchanged", out), out
+    # The same code, but each process's PID moves its clock by up to 0.2 %: under the threshold, if significant.
+    assert re.search(r"tiny/opt1/b1 .* time (unchanged|slower under threshold|faster under threshold)", out), out
     assert "1 failed, 1 passed" in out
     assert "Traceback" not in out + result.stderr
     assert not git(repo, "worktree", "list").count("\n"), "the revision's temporary worktree was left behind"
@@ -143,11 +145,11 @@ def test_bench_ab_flags_a_planted_slowdown_and_passes_a_clean_combo(repo):
     assert "A/B, 2 processes a side: working tree (" in result.stdout
     rows = {line.split()[0]: line for line in result.stdout.splitlines() if line.startswith(("baseline ", "opt1 "))}
     assert "regression" in rows["baseline"] and re.search(r" 1\.(09\d\d|10\d\d) ", rows["baseline"]), rows
-    assert "unchanged" in rows["opt1"], rows
+    assert re.search(r"unchanged|(slower|faster) under threshold", rows["opt1"]), rows  # PID noise, see above
     assert "slower than HEAD (" in result.stdout
     document = json.loads((repo / "ab.json").read_text())
     assert document["comparisons"]["baseline"]["outcome"] == "regression"
-    assert document["comparisons"]["opt1"]["outcome"] == "unchanged"
+    assert document["comparisons"]["opt1"]["outcome"] in ("unchanged", *UNDER_THRESHOLD)
     assert len(document["process_medians_ms"]) == 2  # both sides, two processes each
     assert not git(repo, "worktree", "list").count("\n"), "the revision's temporary worktree was left behind"
 

@@ -6,6 +6,7 @@ the rates measured with 1000 histories (docs/history.md) absorb the smaller samp
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -107,6 +108,7 @@ def test_a_step_in_one_case_names_the_case_metric_first_commit_and_size():
     assert step.before == pytest.approx(MODEL.levels_ms[1], rel=0.02) and step.runs_since == 6
     assert step.open and step.regression
     assert "h200 paper/opt1/b1 time +" in step.describe() and "from commit c0018" in step.describe()
+    assert f"({step.before:.4g} -> {step.after:.4g} ms/iter)" in step.describe()
 
 
 def test_a_step_in_every_case_is_one_step_of_all_cases():
@@ -152,3 +154,44 @@ def test_a_short_series_reports_nothing_it_cannot_support():
     # Memory barely moves: a 0.2 % change is real but below the 1 % worth reporting.
     memory = np.log([20.00] * 10 + [20.04] * 10)
     assert find_steps(memory, RULES["memory"].case_sd, 4.0, RULES["memory"].min_step) == []
+
+
+# --- what check reports of a step: measured levels with units, the case's own runs, the range to bisect ---
+
+
+def test_a_step_whose_newest_run_is_back_at_the_old_level_is_not_open_and_its_levels_were_measured():
+    logs = simulate(np.random.default_rng(7), 20, step_case=2, step_night=16, step=0.05)
+    logs[19, 2] -= math.log1p(0.05)  # three slow nights, then back
+    (step,) = detect(frame_of(logs))
+    assert step.commit == "c0016" and step.regression and not step.open
+    measured = np.exp(logs[:, 2])
+    assert step.after == pytest.approx(float(np.median(measured[16:19])))  # the slow nights' median, not the return
+    assert step.before == pytest.approx(float(np.median(measured[:16])))
+    assert step.change == pytest.approx(step.after / step.before - 1) and step.change > 0.03
+
+
+def test_one_odd_run_before_the_newest_is_no_open_regression():
+    logs = simulate(np.random.default_rng(9), 14, step_case=2)
+    logs[12, 2] += math.log1p(0.08)  # one run 8 % slow, the next as before
+    assert not any(s.open for s in detect(frame_of(logs)))
+
+
+def test_runs_ago_and_the_last_good_commit_count_only_the_cases_own_runs():
+    logs = simulate(np.random.default_rng(1), 24, step_case=1, step_night=18, step=0.05)
+    frame = frame_of(logs)
+    lacking = (frame["case"] == "paper/opt1/b1") & frame["commit"].isin(["c0017", "c0020", "c0021"])
+    (step,) = detect(frame[~lacking])
+    assert step.commit == "c0018" and step.runs_since == 4 and step.good_commit == "c0016"
+    assert step.triage() == (
+        "commits c0016..c0018; bisect: meddpm-bench --bisect c0016..c0018 --combos opt1 --preset paper"
+    )
+
+
+def test_a_step_between_runs_of_one_commit_or_an_unknown_one_has_no_range_to_bisect():
+    logs = simulate(np.random.default_rng(1), 24, step_case=1, step_night=18, step=0.05)
+    (step,) = detect(frame_of(logs))
+    same = dataclasses.replace(step, good_commit="abc123+dirty", commit="abc123")
+    assert (
+        same.triage() == "no commit range to bisect: both sides measured commit abc123 (a side had uncommitted changes)"
+    )
+    assert dataclasses.replace(step, good_commit="unknown").triage().startswith("no commit range to bisect: a commit")

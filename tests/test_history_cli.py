@@ -99,8 +99,19 @@ def test_check_fails_on_an_open_regression_naming_case_metric_and_commit(tmp_pat
     assert main(["check", "--db", str(db)]) == 1
     out = capsys.readouterr().out
     assert "OPEN REGRESSION: a100 paper/opt1/b1 time +" in out and "from commit c0020" in out
+    assert "  commits c0019..c0020; bisect: meddpm-bench --bisect c0019..c0020 --combos opt1 --preset paper\n" in out
     assert main(["check", "--db", str(db), "--window", "3"]) == 0  # started 4 runs ago: out of a 3-run window
     assert "no open regressions" in capsys.readouterr().out
+
+
+def test_check_passes_the_measurements_whose_memory_steps_returned_to_their_old_level(tmp_path, capsys):
+    db = tmp_path / "h.sqlite"
+    main(["import", "--db", str(db), str(MEASUREMENTS)])
+    capsys.readouterr()
+    assert main(["check", "--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    # opt2's peak memory went 22.04 -> 22.55 GiB for two runs and back: reported at the levels measured, not open.
+    assert "h200 paper/opt2/b1 memory +2.3% (22.04 -> 22.54 GiB peak)" in out and "no open regressions" in out
 
 
 def test_check_passes_a_flat_history(tmp_path, capsys):

@@ -35,7 +35,7 @@ import pandas as pd
 import ruptures
 from scipy import stats
 
-from meddpm.history.series import EnvironmentChange, environment_changes
+from meddpm.history.series import METRICS, EnvironmentChange, environment_changes
 
 ALL_CASES = "all cases"
 
@@ -88,6 +88,8 @@ class Split:
     before: float  # mean log value of the segment before
     after: float  # ... and after
     latest: float  # mean log value of the series' last segment: has it recovered since?
+    start: int  # position of the first value of the segment before
+    end: int  # position after the last value of the segment after
 
 
 def find_steps(x: np.ndarray, prior_sd: float, threshold: float, min_step: float) -> list[Split]:
@@ -121,7 +123,9 @@ def find_steps(x: np.ndarray, prior_sd: float, threshold: float, min_step: float
             continue
         z = shift / (sd * math.sqrt(1 / len(left) + 1 / len(right)))
         p = float(2 * stats.t.sf(abs(z), dof + PRIOR_WEIGHT))
-        splits.append(Split(bounds[i], shift, z, p, float(left.mean()), float(right.mean()), latest))
+        splits.append(
+            Split(bounds[i], shift, z, p, float(left.mean()), float(right.mean()), latest, bounds[i - 1], bounds[i + 1])
+        )
     return splits
 
 
@@ -147,7 +151,7 @@ def find_regression(x: np.ndarray, floor_sd: float, nights: int, threshold: floa
         if math.expm1(shift) < min_step:
             continue
         z = shift / (sd * math.sqrt(1 / (n - s) + 1 / s))
-        since[s] = Split(s, shift, z, float(stats.norm.sf(z)), level, level + shift, level + shift)
+        since[s] = Split(s, shift, z, float(stats.norm.sf(z)), level, level + shift, level + shift, 0, n)
         if s <= n - nights and z >= threshold:
             window = (sums[s + nights] - sums[s]) / nights - level
             z_window = window / (sd * math.sqrt(1 / nights + 1 / s))
@@ -235,14 +239,40 @@ def matrix_steps(logs: np.ndarray, rule: Rule) -> MatrixSteps:
 
 
 def series_steps(x: np.ndarray, sd: float, threshold: float, nights: int, alarm: float, min_step: float) -> list[Split]:
-    """The history's steps (:func:`find_steps`), and a regression at its end (:func:`find_regression`) if any."""
+    """The history's steps (:func:`find_steps`), and a regression at its end (:func:`find_regression`) if any.
+
+    A last step whose newest run is back at the level before it (:func:`returned`) keeps that run out of its
+    level after, and has recovered.
+    """
     splits = find_steps(x, sd, threshold, min_step)
     start = splits[-1].index if splits else 0
     newest = find_regression(x[start:], sd, nights, alarm, min_step)
-    if newest is None:
-        return splits
-    newest = dataclasses.replace(newest, index=start + newest.index)
-    return [*(dataclasses.replace(s, latest=newest.after) for s in splits), newest]
+    if newest is not None:
+        newest = dataclasses.replace(newest, index=start + newest.index, start=start + newest.start, end=len(x))
+        splits = [*(dataclasses.replace(s, latest=newest.after) for s in splits), newest]
+    if splits and returned(x, splits[-1], sd, alarm, min_step):
+        last = splits[-1]
+        after = float(x[last.index : len(x) - 1].mean())
+        back = float(x[-1])
+        splits = [dataclasses.replace(s, latest=back) for s in splits[:-1]]
+        splits.append(dataclasses.replace(last, shift=after - last.before, after=after, latest=back, end=len(x) - 1))
+    return splits
+
+
+def returned(x: np.ndarray, split: Split, sd: float, alarm: float, min_step: float) -> bool:
+    """Whether the newest run of ``x``, after the last step ``split``, is back at the level before the step.
+
+    Segments need ``MIN_SEGMENT`` runs, so one run back at the old level joins the step's segment and drags
+    its mean half-way: a step that has already recovered (or one odd run) would read as open, at a level no
+    run measured.
+    The run counts as back when it lies within ``min_step`` of the level before and below the step's other
+    runs by ``alarm`` noise units: beyond the noise, as the alarm itself asks of a rise.
+    """
+    rest = x[split.index : len(x) - 1]
+    if split.end != len(x) or not len(rest) or split.shift <= 0:
+        return False
+    drop = float(rest.mean() - x[-1])
+    return math.expm1(x[-1] - split.before) < min_step and drop >= alarm * sd * math.sqrt(1 + 1 / len(rest))
 
 
 def _run_factor(deviations: np.ndarray) -> np.ndarray:
@@ -274,8 +304,13 @@ def _segment_levels(values: np.ndarray, splits: list[Split]) -> np.ndarray:
 
 
 def _at(split: Split, positions: np.ndarray) -> Split:
-    """``split`` with its index moved from the series' positions to the matrix's rows."""
-    return dataclasses.replace(split, index=int(positions[split.index]))
+    """``split`` with its positions moved from the series' to the matrix's rows."""
+    return dataclasses.replace(
+        split,
+        index=int(positions[split.index]),
+        start=int(positions[split.start]),
+        end=int(positions[split.end - 1]) + 1,
+    )
 
 
 @dataclass(frozen=True)
@@ -288,28 +323,57 @@ class Step:
     run_id: int  # the first run after the step
     started_at: datetime.datetime
     commit: str  # the first commit after the step
-    change: float  # relative: after / before - 1
-    before: float | None  # level before, in the metric's unit (None for ALL_CASES: a factor has no unit)
+    change: float  # relative: after / before - 1 (for ALL_CASES, of the run factor)
+    # The medians the runs measured before and after, in the metric's unit (None for ALL_CASES: a factor has none)
+    before: float | None
     after: float | None
     z: float
     p_value: float
-    runs_since: int  # runs from the first after the step to the latest, both counted
+    runs_since: int  # the case's own runs from the first after the step to the latest, both counted
     open: bool  # a regression that has not recovered and started within the open window
     environment: tuple[str, ...]  # what changed in the environment at that run
+    good_commit: str  # the commit of the case's last run before the step
+    bisect_case: str  # the case a bisection measures: this one, or for ALL_CASES one of them
 
     @property
     def regression(self) -> bool:
         """Every tracked metric is better lower: slower, more memory, more energy."""
         return self.change > 0
 
+    @property
+    def unit(self) -> str:
+        """The unit of the levels."""
+        return METRICS[self.metric].unit
+
     def describe(self) -> str:
         """One line: where, what, how much, how sure, since when."""
-        levels = f" ({self.before:.4g} -> {self.after:.4g})" if self.before is not None else ""
+        levels = f" ({self.before:.4g} -> {self.after:.4g} {self.unit})" if self.before is not None else ""
         env = f"; environment: {', '.join(self.environment)}" if self.environment else ""
         return (
             f"{self.arch} {self.case} {self.metric} {self.change:+.1%}{levels}, p={self.p_value:.2g}, "
             f"from commit {self.commit[:12]} ({self.started_at:%Y-%m-%d %H:%M}, {self.runs_since} run(s) ago){env}"
         )
+
+    def triage(self) -> str:
+        """The step's commit range (last good..first bad) and the command that bisects it, or why there is none."""
+        good, bad = _revision(self.good_commit), _revision(self.commit)
+        if good is None or bad is None:
+            return f"no commit range to bisect: a commit is unknown ({self.good_commit[:12]}..{self.commit[:12]})"
+        dirty = " (a side had uncommitted changes)" if DIRTY in self.good_commit + self.commit else ""
+        if good == bad:
+            return f"no commit range to bisect: both sides measured commit {good}{dirty}"
+        preset, combo = self.bisect_case.split("/")[:2]
+        bisect = f"meddpm-bench --bisect {good}..{bad} --combos {combo} --preset {preset}"
+        return f"commits {good}..{bad}{dirty}; bisect: {bisect}"
+
+
+DIRTY = "+dirty"
+
+
+def _revision(commit: str) -> str | None:
+    """A stored commit as git names it (12 digits, without the mark of a dirty tree); None where unknown."""
+    revision = commit.removesuffix(DIRTY)
+    return revision[:12] if revision and revision != "unknown" else None
 
 
 def detect(frame: pd.DataFrame, window: int = OPEN_WINDOW) -> list[Step]:
@@ -332,9 +396,14 @@ def detect(frame: pd.DataFrame, window: int = OPEN_WINDOW) -> list[Step]:
             for case, split in series:
                 run_id = int(table.index[split.index])
                 run = runs.loc[run_id]
-                change = math.expm1(split.shift)
-                since = len(table) - split.index
+                values = table.iloc[:, 0] if case == ALL_CASES else table[case]
+                before, after = values.iloc[split.start : split.index], values.iloc[split.index : split.end]
+                # The case's own runs: a run that measured other cases only is no run of this one.
+                since = len(table) - split.index if case == ALL_CASES else int(values.iloc[split.index :].count())
+                good_run = int(before.index[-1] if case == ALL_CASES else before.dropna().index[-1])
                 recovered = math.expm1(split.latest - split.before) < rule.min_step
+                levels = None if case == ALL_CASES else (float(before.median()), float(after.median()))
+                change = math.expm1(split.shift) if levels is None else levels[1] / levels[0] - 1
                 found.append(
                     Step(
                         arch=str(arch),
@@ -344,13 +413,15 @@ def detect(frame: pd.DataFrame, window: int = OPEN_WINDOW) -> list[Step]:
                         started_at=run["started_at"],
                         commit=str(run["commit"]),
                         change=change,
-                        before=None if case == ALL_CASES else math.exp(split.before),
-                        after=None if case == ALL_CASES else math.exp(split.after),
+                        before=None if levels is None else levels[0],
+                        after=None if levels is None else levels[1],
                         z=split.z,
                         p_value=split.p_value,
                         runs_since=since,
                         open=change >= rule.min_step and not recovered and since <= window,
                         environment=tuple(c.describe() for c in env_by_run.get(run_id, [])),
+                        good_commit=str(runs.loc[good_run, "commit"]),
+                        bisect_case=str(table.columns[0]) if case == ALL_CASES else case,
                     )
                 )
     return found

@@ -104,6 +104,7 @@ def _check(label: str, frame: pd.DataFrame, steps: Sequence[Step]) -> int:
     regressions = [s for s in steps if s.open]
     for step in regressions:
         print(f"OPEN REGRESSION: {step.describe()}")
+        print(f"  {step.triage()}")
     if not steps:
         print("no step changes")
     elif not regressions:

@@ -32,6 +32,10 @@ from meddpm.measure.energy.counter import EnergyEstimate, resolution
 from meddpm.measure.statistics.compare import Comparison, compare_processes, noise_threshold, pooled_spread
 
 SAVE_HINT = "if the change is intended, re-run with --save-baseline"
+# A process-level change that is significant but not beyond the threshold: reported, never failed.
+SLOWER_UNDER_THRESHOLD = "slower under threshold"
+FASTER_UNDER_THRESHOLD = "faster under threshold"
+UNDER_THRESHOLD = (SLOWER_UNDER_THRESHOLD, FASTER_UNDER_THRESHOLD)
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,7 @@ class Verdict:
     subject: str  # a case key ("paper/opt1/b1") or an expectation ("paper time opt1/baseline")
     metric: str
     # "regression", "improvement", "unchanged", "underpowered", "not measured", "violated", "holds",
+    # SLOWER_UNDER_THRESHOLD and FASTER_UNDER_THRESHOLD (process medians: significant, within the threshold),
     # "cannot judge" (an expectation's ratio over a reference of 0, or not a finite number),
     # "no budget" (a sampling case with no budget to guard it),
     # and for energy "not judged" (resolution above the threshold) and "not comparable" (an old baseline)
@@ -119,6 +124,12 @@ class Verdict:
             line += f"; {SAVE_HINT}"
         elif self.outcome == "improvement":
             line += "; re-run with --save-baseline to keep it"
+        elif self.outcome in UNDER_THRESHOLD:
+            direction = "slower" if self.outcome == SLOWER_UNDER_THRESHOLD else "faster"
+            line += (
+                f"; {direction} by {abs(c.change):.2%}, significant, under the {self.tolerance:.1%} threshold: "
+                "reported, not failed"
+            )
         elif self.outcome == "underpowered":
             more = "--perf-processes" if c is not None else "--perf-min-rounds"
             line += f"; too few for significance at this alpha: raise {more}"
@@ -159,15 +170,20 @@ def judge_samples(
 def judge_processes(
     subject: str, metric: str, comparison: Comparison, threshold: float, alpha: float, unit: str = "ms"
 ) -> Verdict:
-    """Regression or improvement of process medians: beyond ``threshold`` and significant at ``alpha``."""
+    """Regression or improvement of process medians: beyond ``threshold`` and significant at ``alpha``.
+
+    A significant change within the threshold is its own outcome (slower or faster "under threshold"):
+    real by the test, too small to fail, and worth a line, since a few of them in a row add up.
+    """
     c = comparison
     now, base = float(np.median(c.candidate_ms)), float(np.median(c.reference_ms))
+    slower, faster = c.change > 0 and c.p_slower < alpha, c.change < 0 and 1 - c.p_slower < alpha
     if not c.testable:
         outcome = "underpowered"
-    elif c.change > threshold and c.p_slower < alpha:
-        outcome = "regression"
-    elif -c.change > threshold and 1 - c.p_slower < alpha:
-        outcome = "improvement"
+    elif slower:
+        outcome = "regression" if c.change > threshold else SLOWER_UNDER_THRESHOLD
+    elif faster:
+        outcome = "improvement" if -c.change > threshold else FASTER_UNDER_THRESHOLD
     else:
         outcome = "unchanged"
     p = c.p_slower if c.change >= 0 else 1 - c.p_slower

@@ -69,7 +69,7 @@ class CaseRecord:
 
     case: PerfCase
     result: ComboResult
-    outcome: str = "measured"  # then "ok", "regression", "improvement", "unreliable", "no baseline"
+    outcome: str = "measured"  # then "ok", "regression", "improvement", an under-threshold change, "no baseline"...
     verdicts: list[Verdict] = field(default_factory=list)
     process_medians_ms: list[float] = field(default_factory=list)  # empty: measured in the pytest process
 

@@ -23,7 +23,7 @@ from meddpm.judge.baseline import (
     baseline_path,
     load_baseline,
 )
-from meddpm.judge.verdict import Verdict, judge_case, judge_expectation, judge_figures, judge_samples
+from meddpm.judge.verdict import UNDER_THRESHOLD, Verdict, judge_case, judge_expectation, judge_figures, judge_samples
 from meddpm.measure.campaign.protocol import MeasuringCampaign
 from meddpm.measure.processes.ddp import DdpResult
 from meddpm.measure.profiling.ncu_metrics import METRICS
@@ -177,5 +177,6 @@ def _settle(record: CaseRecord) -> list[Verdict]:
     """Set the record's outcome from its verdicts; returns them."""
     failed = any(v.failed for v in record.verdicts)
     improved = any(v.outcome == "improvement" for v in record.verdicts)
-    record.outcome = "regression" if failed else "improvement" if improved else "ok"
+    under = next((v.outcome for v in record.verdicts if v.outcome in UNDER_THRESHOLD), None)
+    record.outcome = "regression" if failed else "improvement" if improved else under or "ok"
     return record.verdicts

@@ -6,6 +6,7 @@ from typing import Any
 
 import pandas as pd
 
+from meddpm.judge.verdict import UNDER_THRESHOLD
 from meddpm.report.tables import SUMMARY_TABLE, kernel_mix_table, ncu_table, results_table
 
 
@@ -113,7 +114,8 @@ def markdown_summary(results: dict[str, Any]) -> str:
             pd.DataFrame(comparisons).to_markdown(index=False),
             "",
         ]
-    problems = [v for c in results["cases"] for v in c["verdicts"] if " regression:" in v or " improvement:" in v]
+    changed = (" regression:", " improvement:", *(f" {outcome}:" for outcome in UNDER_THRESHOLD))
+    problems = [v for c in results["cases"] for v in c["verdicts"] if any(word in v for word in changed)]
     if problems:
         lines += ["Changes against the baseline:", ""] + [f"- {p}" for p in problems] + [""]
     unjudged = (" energy not judged:", " energy not comparable:")
