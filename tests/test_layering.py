@@ -16,10 +16,12 @@ from pathlib import Path
 
 import pytest
 
+from meddpm.measure.processes.workload import WORKLOAD_ROOMS
+
 PACKAGE = Path(__file__).resolve().parent.parent / "meddpm"
 
 PLUMBING = {"errors", "atomic"}
-WORKLOAD = {"kernels", "model", "run", "data"}
+WORKLOAD = set(WORKLOAD_ROOMS)  # what a worker imports from the revision it measures
 HARNESS = {"measure", "judge", "parity", "report", "suite", "bench", "history"}
 MAY_IMPORT: dict[str, set[str]] = {
     "errors": set(),

@@ -18,14 +18,13 @@ from meddpm.measure.campaign.settings import (
     BENCH,
     SETTINGS,
     SUITE,
-    WORKER_SETTINGS,
     CampaignSettings,
     campaign_settings,
     offered,
     worker_arguments,
-    worker_settings,
 )
-from meddpm.measure.processes.worker import _parser as worker_parser
+from meddpm.measure.energy.heat_soak import SoakPlan
+from meddpm.measure.processes.measuring_process import _parser as worker_parser
 from meddpm.suite.options import add_options, parse_options
 
 
@@ -138,23 +137,22 @@ def test_a_bad_setting_is_refused_by_both_tools_with_the_same_message(name, valu
     assert capsys.readouterr().err.strip() == f"meddpm-bench: error: {message.format('')}"
 
 
-def test_the_workers_defaults_are_campaign_settings_own():
-    args = worker_parser().parse_args(["--preset", "tiny", "--combos", "baseline", "--device", "cpu", "--out", "o"])
-    assert worker_settings(args) == CampaignSettings()
-
-
-def test_the_worker_reads_back_what_the_parent_puts_on_its_command_line():
-    sent = CampaignSettings(warmup=0, min_rounds=7, max_rounds=70, rel_iqr_target=0.125, budget_s=12.5)
+def test_the_worker_reads_back_every_field_the_parent_resolved():
+    sent = CampaignSettings(
+        warmup=0,
+        min_rounds=7,
+        max_rounds=70,
+        rel_iqr_target=0.125,
+        budget_s=12.5,
+        median_precision=0.002,
+        energy_error=0.02,
+        energy=False,
+        energy_soak=SoakPlan(window_s=2.0),
+    )
     args = worker_parser().parse_args(
         ["--preset", "tiny", "--combos", "x", "--device", "cpu", "--out", "o", *worker_arguments(sent)]
     )
-    assert worker_settings(args) == sent
-
-
-def test_the_worker_protocol_is_the_five_options_every_worker_takes():
-    # Another revision's worker parses these: the set never changes without a new worker schema.
-    protocol = ["--warmup", "--min-rounds", "--max-rounds", "--rel-iqr", "--budget"]
-    assert [s.option("") for s in WORKER_SETTINGS] == protocol
+    assert args.settings == sent
 
 
 def test_combos_are_one_rule_for_both_tools(tmp_path, capsys):

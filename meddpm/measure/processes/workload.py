@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import importlib.abc
 import importlib.machinery
+import importlib.util
 import sys
 from collections.abc import Sequence
 from importlib.machinery import ModuleSpec
@@ -58,7 +59,8 @@ def use_workload(tree: Path) -> None:
 
 
 def workload_folder() -> Path:
-    """The ``meddpm/`` folder the workload of this process was imported from (imports it if need be)."""
-    import meddpm.model  # the workload's first room: where it came from is where all of it came from
-
-    return Path(meddpm.model.__file__).resolve().parent.parent
+    """The ``meddpm/`` folder this process's workload comes from (the model's room: all of it comes from there)."""
+    spec = importlib.util.find_spec("meddpm.model")
+    if spec is None or spec.origin is None:
+        raise RuntimeError("meddpm.model cannot be found: the workload chosen has no model room")
+    return Path(spec.origin).resolve().parent.parent
