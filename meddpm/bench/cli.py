@@ -20,7 +20,7 @@ from meddpm.atomic import run_stamp, write_json_atomic
 from meddpm.bench import processes as bench_processes
 from meddpm.errors import UserError, drop_stdout, run_command
 from meddpm.history.append import append_results, history_target
-from meddpm.history.documents import run_description
+from meddpm.history.results import RunHeader
 from meddpm.history.store import DEFAULT_DB as HISTORY_DB
 from meddpm.history.store import ENV_VAR as HISTORY_ENV_VAR
 from meddpm.judge.ab import ab_verdicts
@@ -331,9 +331,9 @@ def run(argv: Sequence[str] | None = None) -> int:
     def save() -> None:
         document = {
             "schema": JSON_SCHEMA,
-            "arch": detect_arch(device) if on_gpu else "cpu",
-            **run_description(process_plan.processes, process_plan.compare_to),
-            "environment": env,
+            **RunHeader.of(
+                detect_arch(device) if on_gpu else "cpu", process_plan.processes, process_plan.compare_to, env
+            ).as_dict(),
             "preset": config.name,
             "settings": asdict(settings),
             "results": [r.as_dict() for r in results],

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import os
 import signal
 import subprocess
@@ -34,8 +33,15 @@ from meddpm.measure.machine.nvml import GpuState
 from meddpm.measure.statistics.descriptive import Stats
 from meddpm.model.config import ModelConfig
 from meddpm.run.train import TrainStep
+from meddpm.versioned.loader import DocumentError, Kind, load_one
 
 WORKER_SCHEMA = "meddpm-worker/1"
+WORKER_OUTPUT = Kind(
+    family="meddpm-worker",
+    versions=(WORKER_SCHEMA,),
+    noun="measuring process's output",
+    fix="run the measuring process's revision with this meddpm-perf's worker protocol",
+)
 # Where a source's worker is, newest layout first: measure/ split into sub-packages, measure/ before that,
 # and the package's top before meddpm/ was grouped into rooms. Same arguments and JSON in every place.
 WORKER_MODULES = ("meddpm.measure.processes.worker", "meddpm.measure.worker", "meddpm.worker")
@@ -187,9 +193,10 @@ class ProcessCampaign:
             proc = _run_to_the_end(cmd, source.root, env, self.timeout_s)
             if proc.returncode != 0 or not out.exists():
                 raise UserError(f"a measuring process of {source.label} failed: {_last_error(proc.stderr)}")
-            document = json.loads(out.read_text())
-        if document.get("schema") != WORKER_SCHEMA:
-            raise UserError(f"{source.label} speaks worker schema {document.get('schema')!r}, not {WORKER_SCHEMA!r}")
+            try:
+                document = load_one(out, WORKER_OUTPUT)
+            except DocumentError as exc:
+                raise UserError(f"the measuring process of {source.label} wrote {exc.problem}; {exc.fix}") from None
         package = Path(document["package"]).resolve()
         if package != (source.root / "meddpm").resolve():
             # An installed copy of meddpm shadowed the checkout: the A/B would compare a tree with itself.
