@@ -245,8 +245,10 @@ def test_a_results_document_with_no_cases_or_a_newer_schema_is_an_error(tmp_path
     err = capsys.readouterr().err.strip().splitlines()
     known = "meddpm-perf-results/1, meddpm-perf-results/2, meddpm-bench/1, meddpm-bench/2, meddpm-bench/3"
     assert err == [
-        f"meddpm-history: {empty}: not a meddpm results file (no schema field; known: {known})",
-        f"meddpm-history: {newer}: a meddpm-perf-results/3 file, which this meddpm-perf cannot read (it reads {known})",
+        f"meddpm-history: {empty}: not a meddpm results file (no schema field; known: {known}); "
+        "give a results file written by the suite or meddpm-bench",
+        f"meddpm-history: {newer}: a meddpm-perf-results/3 file, which this meddpm-perf cannot read "
+        f"(it reads {known}); read it with the newer meddpm-perf that wrote it",
         f"meddpm-history: {untimed}: a meddpm-perf-results/1 file with no measured cases",
     ]
 
@@ -294,3 +296,15 @@ def test_a_history_on_a_read_only_mount_is_read_and_not_written(tmp_path):
         "permission); storing runs needs write access (check and report can read it)"
     ]
     assert db.read_bytes() == before and sorted(p.name for p in folder.iterdir()) == ["h.sqlite"]
+
+
+def test_importing_a_folder_with_nothing_to_import_says_so_and_fails(tmp_path, capsys):
+    empty = tmp_path / "runs"
+    empty.mkdir()
+    db = tmp_path / "h.sqlite"
+    assert main(["import", "--db", str(db), str(empty)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"meddpm-history: error: nothing to import: {empty} holds no .json file; give results files or folders of them"
+    ]
+    assert not db.exists()

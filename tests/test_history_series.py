@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import datetime
 
-from meddpm.history.documents import run_description, run_from_document
+from meddpm.history.documents import run_from_document
+from meddpm.history.results import run_description
 from meddpm.history.series import case_frame
 from meddpm.history.simulation import results_document
 

@@ -22,7 +22,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "meddpm"
 
 PLUMBING = {"errors", "atomic"}
 WORKLOAD = set(WORKLOAD_ROOMS)  # what a worker imports from the revision it measures
-HARNESS = {"measure", "judge", "parity", "report", "suite", "bench", "history"}
+HARNESS = {"versioned", "measure", "judge", "parity", "report", "suite", "bench", "history"}
 MAY_IMPORT: dict[str, set[str]] = {
     "errors": set(),
     "atomic": {"errors"},
@@ -30,12 +30,13 @@ MAY_IMPORT: dict[str, set[str]] = {
     "model": {"kernels", "errors"},
     "data": {"errors"},
     "run": {"model", "kernels", "data", "errors"},
-    "measure": {"run", "model", "kernels", "data", "top", *PLUMBING},
-    "parity": {"run", "model", "data", *PLUMBING},
-    "judge": {"measure", "run", "model", *PLUMBING},
+    "versioned": {"errors"},  # the versioned-JSON loader, below every room that reads a file back
+    "measure": {"run", "model", "kernels", "data", "top", "versioned", *PLUMBING},
+    "parity": {"run", "model", "data", "versioned", *PLUMBING},
+    "judge": {"measure", "run", "model", "versioned", *PLUMBING},
     "report": {"measure", "run", "model"},
     "suite": {"measure", "judge", "parity", "run", "model", "data", "report", "history", *PLUMBING},
-    "history": {"measure", "judge", *PLUMBING},
+    "history": {"measure", "judge", "versioned", *PLUMBING},
     "bench": {"measure", "judge", "run", "model", "data", "report", "history", *PLUMBING},
     "top": {"model", "run", "bench", "errors"},  # meddpm/__init__.py (the public API) and __main__.py
 }

@@ -22,7 +22,13 @@ def test_the_shipped_bounds_load_and_live_inside_the_package():
 
 @pytest.mark.parametrize(
     ("text", "problem"),
-    [("{", "not valid JSON"), ('{"schema": "other/1", "pairs": {}}', "schema 'other/1'"), ("[]", "schema None")],
+    [
+        ("{", "not JSON"),
+        ('{"schema": "other/1", "pairs": {}}', "not a parity bounds file \\(schema 'other/1'"),
+        ("[]", "the JSON is not an object"),
+        ('{"schema": "meddpm-parity-bounds/2", "pairs": {}}', "which this meddpm-perf cannot read"),
+        ('{"schema": "meddpm-parity-bounds/1", "pairs": []}', 'no "pairs" object of bounds'),
+    ],
 )
 def test_a_bad_bounds_file_is_one_line(tmp_path, text, problem):
     path = tmp_path / "bounds.json"

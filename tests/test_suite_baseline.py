@@ -205,9 +205,9 @@ def test_missing_file_is_no_baseline(tmp_path):
 @pytest.mark.parametrize(
     "content, message",
     [
-        ('{"schema": "meddpm-baseline/1", "arch": ', "is corrupt (not JSON"),
-        ('{"schema": "meddpm-baseline/0", "arch": "h200"}', "has schema 'meddpm-baseline/0' but this suite reads"),
-        ("[1, 2]", "has schema 'list'"),
+        ('{"schema": "meddpm-baseline/1", "arch": ', ": not JSON (Expecting value at line 1 column"),
+        ('{"schema": "meddpm-baseline/0", "arch": "h200"}', "a meddpm-baseline/0 file, which this meddpm-perf cannot"),
+        ("[1, 2]", "not a baseline file (the JSON is not an object)"),
         ('{"schema": "meddpm-baseline/1"}', "has no 'arch' in the file; add it"),
         ('{"schema": "meddpm-baseline/1", "arch": "a100"}', "is for arch 'a100', not 'h200'"),
         (
@@ -414,7 +414,13 @@ def test_older_schemas_are_read_and_written_back_as_the_current_one(tmp_path, ol
     assert json.loads(path.read_text())["schema"] == SCHEMA == "meddpm-baseline/3"
     # An absolute bound means nothing to an older reader: in an older file it is refused, with the fix.
     data["expectations"][0]["reference"] = None
-    assert f'set "schema" to "{SCHEMA}"' in refused(path, data)
+    path.write_text(json.dumps(data))
+    with pytest.raises(BaselineError) as err:
+        load_baseline(path, "h200")
+    assert str(err.value) == (
+        f"baseline file {path}: a malformed {old} file (expectations[0].reference = null (an absolute bound), "
+        f'which only {SCHEMA} reads); set "schema" to "{SCHEMA}"'
+    )
 
 
 def test_an_absolute_expectation_round_trips_and_describes_itself(tmp_path):
@@ -446,6 +452,12 @@ def expectation(**fields) -> dict:
         (dict(preset="papr"), ".preset = 'papr', which must be one of paper"),
         (dict(metric="scaling_efficiency", reference="opt1"), ".world_size = 1, which must be 2 or more"),
         (dict(min="3"), 'expectations[0].min = "3", which must be a finite number'),
+        (
+            dict(metric="time", combo="baseline", min=None, max=1.1),
+            "expectation 'baseline/baseline' (time): a ratio of baseline to itself, which is 1 whatever a run "
+            "measures; name the combo it is compared against as the reference, or remove the expectation",
+        ),
+        (dict(combo="baseline"), "expectation 'baseline/baseline' (ncu:tensor_pipe_pct): a ratio of baseline to"),
     ],
 )
 def test_an_expectation_no_run_can_check_or_fail_is_refused(tmp_path, fields, message):

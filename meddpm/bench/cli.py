@@ -22,7 +22,7 @@ from meddpm.bench import processes as bench_processes
 from meddpm.bench.output import say
 from meddpm.errors import UserError, run_command
 from meddpm.history.append import append_results, history_target
-from meddpm.history.documents import run_description
+from meddpm.history.results import RunHeader
 from meddpm.history.store import DEFAULT_DB as HISTORY_DB
 from meddpm.history.store import ENV_VAR as HISTORY_ENV_VAR
 from meddpm.judge.arch import detect_arch
@@ -283,9 +283,9 @@ def run(argv: Sequence[str] | None = None) -> int:
     def save() -> None:
         document = {
             "schema": JSON_SCHEMA,
-            "arch": detect_arch(device) if on_gpu else "cpu",
-            **run_description(process_plan.processes, process_plan.compare_to),
-            "environment": env,
+            **RunHeader.of(
+                detect_arch(device) if on_gpu else "cpu", process_plan.processes, process_plan.compare_to, env
+            ).as_dict(),
             "preset": config.name,
             "settings": asdict(settings),
             "results": [r.as_dict() for r in results],

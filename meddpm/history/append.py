@@ -17,9 +17,11 @@ from typing import Any
 import torch
 
 from meddpm.history.documents import run_from_document
+from meddpm.history.results import RESULTS_KINDS
 from meddpm.history.store import HistoryStore, resolve_target
 from meddpm.measure.machine.environment import git_output
 from meddpm.measure.machine.nvml import open_gpu
+from meddpm.versioned.loader import read_json
 
 
 def history_target(given: str | None, default: str | None = None) -> str | None:
@@ -38,8 +40,9 @@ def append_results(target: str, results: Path, options: Mapping[str, Any], sourc
 
     Raises a one-line UserError if the database cannot take it; the results file stays as it is.
     """
-    document = json.loads(results.read_text(encoding="utf-8"))
-    context = machine_context(document.get("environment") or {})
+    document = read_json(results, RESULTS_KINDS[0].fix)
+    environment = document.get("environment") if isinstance(document, dict) else None
+    context = machine_context(environment or {})
     # Through JSON, so paths and nested settings are stored as the text they print as.
     context["options"] = json.loads(json.dumps(options, default=str))
     run = run_from_document(document, f"{source} ({results})", context)

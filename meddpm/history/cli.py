@@ -13,7 +13,7 @@ import pandas as pd
 from meddpm.errors import UserError, run_command
 from meddpm.history.changepoints import OPEN_WINDOW, Step, detect
 from meddpm.history.dashboard import write_site
-from meddpm.history.importer import import_files
+from meddpm.history.importer import expand, import_files
 from meddpm.history.series import case_frame, environment_changes
 from meddpm.history.store import DEFAULT_DB, ENV_VAR, HistoryStore, resolve_target
 
@@ -84,6 +84,9 @@ def run(argv: Sequence[str] | None = None) -> int:
 
 
 def _import(target: str, files: Sequence[Path]) -> int:
+    if not expand(files):
+        named = ", ".join(str(f) for f in files)
+        raise UserError(f"nothing to import: {named} holds no .json file; give results files or folders of them")
     with HistoryStore.open(target) as store:
         report = import_files(store, files)
     for line in [*report.notes, *report.problems]:

@@ -7,17 +7,19 @@ outputs) are expected and only noted. The batch is one transaction: an interrupt
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from meddpm.errors import UserError
-from meddpm.history.documents import SCHEMAS, ForeignDocument, run_from_document
+from meddpm.history.documents import run_from_document
 from meddpm.history.models import Run
+from meddpm.history.results import RESULTS_KINDS
 from meddpm.history.store import HistoryStore, copy_run
+from meddpm.versioned.loader import DocumentError, ForeignDocument, read_json, regular_file
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
+_RESULTS_SCHEMAS = {version for kind in RESULTS_KINDS for version in kind.versions}
 
 
 @dataclass
@@ -46,8 +48,9 @@ def expand(paths: Iterable[Path]) -> list[tuple[Path, bool]]:
 def read_runs(path: Path) -> list[Run]:
     """The runs in one file: a results JSON (one run) or another history database (all of its runs).
 
-    Raises a one-line UserError (without the file's name) when the file cannot be used.
+    Raises a one-line UserError when the file cannot be used: a DocumentError names the file, the rest do not.
     """
+    regular_file(path, RESULTS_KINDS[0].fix)
     try:
         with path.open("rb") as handle:
             head = handle.read(len(_SQLITE_MAGIC))
@@ -56,15 +59,8 @@ def read_runs(path: Path) -> list[Run]:
     if head == _SQLITE_MAGIC:
         with HistoryStore.open(str(path), create=False) as other:
             return [copy_run(run) for run in other.runs()]
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        raise UserError("not JSON (binary content)") from None
-    except json.JSONDecodeError as exc:
-        raise UserError(f"not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
-    except OSError as exc:
-        raise UserError(f"cannot read it ({exc.strerror})") from None
-    if isinstance(document, dict) and document.get("schema") in SCHEMAS and document.get("ncu"):
+    document = read_json(path, RESULTS_KINDS[0].fix)
+    if isinstance(document, dict) and document.get("schema") in _RESULTS_SCHEMAS and document.get("ncu"):
         cases = document.get("cases", document.get("results"))
         if isinstance(cases, list) and not cases and not document.get("ddp"):
             return []  # an Nsight Compute-only session: a valid run that timed nothing
@@ -80,10 +76,10 @@ def import_files(store: HistoryStore, paths: Sequence[Path]) -> ImportReport:
         try:
             found = read_runs(path)
         except ForeignDocument as exc:
-            (report.problems if named else report.notes).append(f"{path}: {exc}")
+            (report.problems if named else report.notes).append(_line(path, exc))
             continue
         except UserError as exc:
-            report.problems.append(f"{path}: {exc}")
+            report.problems.append(_line(path, exc))
             continue
         if not found:
             report.notes.append(f"{path}: no timed cases, nothing to store")
@@ -92,3 +88,8 @@ def import_files(store: HistoryStore, paths: Sequence[Path]) -> ImportReport:
         result = store.add(runs)
         report.added, report.present = result.added, result.present
     return report
+
+
+def _line(path: Path, problem: UserError) -> str:
+    """The one line of a file's problem, naming the file once."""
+    return f"{path}: {problem.problem}; {problem.fix}" if isinstance(problem, DocumentError) else f"{path}: {problem}"

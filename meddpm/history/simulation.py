@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 
 from meddpm.history.changepoints import RULES, MatrixSteps, Rule, matrix_steps
-from meddpm.history.documents import SUITE_SCHEMA, run_description
+from meddpm.history.documents import SUITE_SCHEMA
+from meddpm.history.results import run_description
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,6 @@ card, torch version and date they were measured with.
 from __future__ import annotations
 
 import datetime
-import json
 import math
 import random
 from collections.abc import Callable
@@ -18,10 +17,17 @@ import torch
 
 from meddpm.errors import UserError
 from meddpm.parity.cases import KINDS, PAIRS, Pair, random_case
+from meddpm.versioned.loader import Kind, MissingDocument, load_one
 
 BOUNDS_FILE = Path(__file__).resolve().with_name("bounds.json")
 BOUNDS_SCHEMA = "meddpm-parity-bounds/1"
 CALIBRATE = "python -m meddpm.parity calibrate"
+BOUNDS = Kind(
+    family="meddpm-parity-bounds",
+    versions=(BOUNDS_SCHEMA,),
+    noun="parity bounds file",
+    fix=f"restore it from git or recalibrate ({CALIBRATE})",
+)
 
 
 def bound_key(pair: Pair) -> str:
@@ -32,15 +38,13 @@ def bound_key(pair: Pair) -> str:
 def load_bounds(path: Path = BOUNDS_FILE) -> dict[str, dict]:
     """The measured bounds per pair key, or a UserError naming the file and the problem."""
     try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
+        data = load_one(path, BOUNDS)
+    except MissingDocument:
         raise UserError(f"{path}: no parity bounds yet; run {CALIBRATE}") from None
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{path}: not valid JSON ({exc}); restore it from git or recalibrate") from None
-    if not isinstance(data, dict) or data.get("schema") != BOUNDS_SCHEMA:
-        schema = data.get("schema") if isinstance(data, dict) else None
-        raise UserError(f"{path}: schema {schema!r}, expected {BOUNDS_SCHEMA!r}; recalibrate")
-    return data["pairs"]
+    pairs = data.get("pairs")
+    if not isinstance(pairs, dict):
+        raise UserError(f'{path}: no "pairs" object of bounds; {BOUNDS.fix}')
+    return pairs
 
 
 def _round_up(x: float) -> float:

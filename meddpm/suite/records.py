@@ -22,7 +22,7 @@ import torch
 from meddpm.atomic import write_json_atomic, write_text_atomic
 from meddpm.errors import UserError
 from meddpm.history.append import append_results
-from meddpm.history.documents import run_description
+from meddpm.history.results import SUITE_RESULTS, RunHeader
 from meddpm.judge.verdict import Verdict
 from meddpm.measure.machine.environment import environment
 from meddpm.measure.profiling.ncu import NcuProfile
@@ -34,7 +34,7 @@ from meddpm.suite.measuring import Measuring, device_for
 from meddpm.suite.options import SuiteOptions
 from meddpm.suite.summary import markdown_summary
 
-RESULTS_SCHEMA = "meddpm-perf-results/2"
+RESULTS_SCHEMA = SUITE_RESULTS.current
 
 
 def write_results(
@@ -78,9 +78,12 @@ def results_payload(
     options = measured.options
     return {
         "schema": RESULTS_SCHEMA,
-        "arch": measured.running_arch if on_gpu else CPU,
-        **run_description(options.processes, options.compare_to),
-        "environment": environment(device_for(on_gpu)),
+        **RunHeader.of(
+            measured.running_arch if on_gpu else CPU,
+            options.processes,
+            options.compare_to,
+            environment(device_for(on_gpu)),
+        ).as_dict(),
         "cases": [r.payload() for r in measured.records.values()],
         "ratios": measured.ratio_table(on_gpu),
         "expectations": [

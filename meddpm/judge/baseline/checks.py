@@ -121,6 +121,12 @@ def _check_expectation(e: Expectation, ncu: dict[str, NcuBaseline]) -> None:
         value = getattr(e, name)
         if value is not None:
             _require(value in COMBOS, f"{where}.{name}", value, f"one of {', '.join(COMBOS)}")
+    if e.reference == e.combo and e.metric != "scaling_efficiency":
+        # A ratio of a combo to itself is 1 whatever is measured: the check can neither pass on merit nor fail.
+        raise Invalid(
+            f"{where}: a ratio of {e.combo} to itself, which is 1 whatever a run measures",
+            "name the combo it is compared against as the reference, or remove the expectation",
+        )
     ncu_keys = [m.key for m in METRICS]
     if e.metric.startswith("ncu:"):
         key = e.metric.removeprefix("ncu:")

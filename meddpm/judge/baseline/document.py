@@ -7,6 +7,7 @@ from functools import partial
 from typing import Any
 
 from meddpm.judge.baseline.model import (
+    OLD_SCHEMAS,
     PROVENANCES,
     SCHEMA,
     BaselineFile,
@@ -33,6 +34,7 @@ from meddpm.judge.baseline.reader import (
     subfield,
     text,
 )
+from meddpm.versioned.loader import Kind
 
 _RATIO_FIELDS = ("median", "q1", "q3", "min", "max")
 
@@ -86,16 +88,11 @@ def _case(key: str, value: Any) -> CaseBaseline:
     return case
 
 
-def _expectation(i: int, value: Any, schema: str) -> Expectation:
+def _expectation(i: int, value: Any) -> Expectation:
     where = f"expectations[{i}]"
     d = object_with_keys(value, where, field_names(Expectation), required_fields(Expectation))
     at = partial(subfield, where)
     reference = d["reference"]
-    if reference is None and schema != SCHEMA:
-        raise Invalid(
-            f"{at('reference')} = null (an absolute bound) in a {schema} file",
-            f'set "schema" to "{SCHEMA}", which reads it',
-        )
     e = Expectation(
         preset=text(d["preset"], at("preset")),
         metric=text(d["metric"], at("metric")),
@@ -169,21 +166,50 @@ def _sampling(key: str, value: Any) -> SamplingBudget:
     return budget
 
 
-def from_dict(data: dict[str, Any], schema: str) -> BaselineFile:
-    """The file's document as read under ``schema`` (older versions only lack fields that have defaults)."""
+def from_dict(data: dict[str, Any]) -> BaselineFile:
+    """The file's document, of the current version (:data:`BASELINE` upgrades an older one)."""
     d = object_with_keys(data, "the file", _TOP, ("schema", "arch"))
     return BaselineFile(
         arch=text(d["arch"], "arch"),
         description=text(d.get("description", ""), "description"),
         tolerances=_tolerances(d.get("tolerances", {}), "tolerances"),
         expectations=tuple(
-            _expectation(i, e, schema) for i, e in enumerate(json_list(d.get("expectations", []), "expectations"))
+            _expectation(i, e) for i, e in enumerate(json_list(d.get("expectations", []), "expectations"))
         ),
         cases={k: _case(k, v) for k, v in mapping(d.get("cases", {}), "cases").items()},
         ratios=_ratios(d.get("ratios", {})),
         ncu={k: _ncu(k, v) for k, v in mapping(d.get("ncu", {}), "ncu").items()},
         sampling={k: _sampling(k, v) for k, v in mapping(d.get("sampling", {}), "sampling").items()},
     )
+
+
+def baseline_1_to_2(document: dict[str, Any]) -> dict[str, Any]:
+    """Version 2 added each case's per-process medians and measured noise, both optional: a version-1
+    document is a version-2 one without them (its cases are judged by rounds, as before)."""
+    return document
+
+
+def baseline_2_to_3(document: dict[str, Any]) -> dict[str, Any]:
+    """Version 3 added absolute expectations (``"reference": null``); a version-2 file has none, so a null
+    reference in one is a mistake to refuse, not a bound to read."""
+    expectations = document.get("expectations")
+    for i, e in enumerate(expectations if isinstance(expectations, list) else []):
+        if isinstance(e, dict) and "reference" in e and e["reference"] is None:
+            raise Invalid(
+                f"expectations[{i}].reference = null (an absolute bound), which only {SCHEMA} reads",
+                f'set "schema" to "{SCHEMA}"',
+            )
+    return document
+
+
+BASELINE = Kind(
+    family="meddpm-baseline",
+    versions=(*OLD_SCHEMAS, SCHEMA),
+    steps={OLD_SCHEMAS[0]: baseline_1_to_2, OLD_SCHEMAS[1]: baseline_2_to_3},
+    noun="baseline file",
+    fix="restore it from version control or re-create it with --save-baseline",
+    newer_fix="re-create it with --save-baseline (see baselines/README.md), or use the meddpm-perf that wrote it",
+)
 
 
 def to_dict(baseline: BaselineFile) -> dict[str, Any]:

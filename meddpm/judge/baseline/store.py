@@ -12,11 +12,12 @@ from filelock import FileLock, Timeout
 
 from meddpm.atomic import write_text_atomic
 from meddpm.judge.baseline.checks import validate
-from meddpm.judge.baseline.document import from_dict, to_dict
-from meddpm.judge.baseline.model import OLD_SCHEMAS, SCHEMA, BaselineError, BaselineFile
+from meddpm.judge.baseline.document import BASELINE, from_dict, to_dict
+from meddpm.judge.baseline.model import BaselineError, BaselineFile
 from meddpm.judge.baseline.reader import Invalid
+from meddpm.versioned.loader import DocumentError, MissingDocument, load_one
 
-_FIX = "restore it from version control or re-create it with --save-baseline"
+_FIX = BASELINE.fix
 
 
 def baseline_path(directory: Path, arch: str) -> Path:
@@ -27,26 +28,19 @@ def baseline_path(directory: Path, arch: str) -> Path:
 def load_baseline(path: Path, arch: str) -> BaselineFile | None:
     """The baseline file at ``path``, None if there is none, or a one-line BaselineError.
 
-    Every field is checked before anything is measured: unknown keys (with the nearest known
-    one), types (a bool is no number, counts are ints, numbers are finite), and the figures no
+    It is read by the versioned loader (an older version upgraded, the file's type, JSON and schema
+    checked), then every field is checked before anything is measured: unknown keys (with the nearest
+    known one), types (a bool is no number, counts are ints, numbers are finite), and the figures no
     verdict can use (see :func:`validate`).
     """
-    if not path.exists():
+    try:
+        data = load_one(path, BASELINE)
+    except MissingDocument:
         return None
+    except DocumentError as exc:
+        raise BaselineError(f"baseline file {exc}") from None
     try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BaselineError(f"cannot read baseline file {path}: {exc}; {_FIX}") from None
-    except json.JSONDecodeError as exc:
-        raise BaselineError(f"baseline file {path} is corrupt (not JSON: {exc}); {_FIX}") from None
-    found = data.get("schema") if isinstance(data, dict) else type(data).__name__
-    if found != SCHEMA and found not in OLD_SCHEMAS:
-        raise BaselineError(
-            f"baseline file {path} has schema {found!r} but this suite reads {SCHEMA!r}; "
-            "re-create it with --save-baseline (see baselines/README.md)"
-        )
-    try:
-        loaded = from_dict(data, found)
+        loaded = from_dict(data)
         validate(loaded)
     except Invalid as exc:
         raise BaselineError(f"baseline file {path} has {exc.problem}; {exc.advice(_FIX)}") from None

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import os
 import signal
 import subprocess
@@ -35,6 +34,14 @@ from meddpm.measure.processes.worker import WORKER_SCHEMA
 from meddpm.measure.statistics.descriptive import Stats
 from meddpm.model.config import ModelConfig
 from meddpm.run.train import TrainStep
+from meddpm.versioned.loader import DocumentError, Kind, load_one
+
+WORKER_OUTPUT = Kind(
+    family="meddpm-worker",
+    versions=(WORKER_SCHEMA,),
+    noun="measuring process's output",
+    fix="a worker of this tree writes it; report this as a bug",
+)
 
 # Processes a side in an A/B run unless told otherwise: with the measured 0.3 % between-process
 # spread, five a side find 95 % of 1 % slowdowns (docs/statistics.md).
@@ -172,9 +179,10 @@ class ProcessCampaign:
             proc = _run_to_the_end(cmd, harness_root(), worker_environment(), self.timeout_s)
             if proc.returncode != 0 or not out.exists():
                 raise UserError(f"a measuring process of {source.label} failed: {_last_error(proc.stderr)}")
-            document = json.loads(out.read_text())
-        if document.get("schema") != WORKER_SCHEMA:
-            raise UserError(f"{source.label}'s worker wrote schema {document.get('schema')!r}, not {WORKER_SCHEMA!r}")
+            try:
+                document = load_one(out, WORKER_OUTPUT)
+            except DocumentError as exc:
+                raise UserError(f"the measuring process of {source.label} wrote {exc.problem}; {exc.fix}") from None
         for role, expected in (("harness", harness_root()), ("workload", source.workload)):
             imported = Path(document[role]).resolve()
             if imported != (expected / "meddpm").resolve():
