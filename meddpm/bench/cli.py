@@ -16,8 +16,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from meddpm.atomic import run_stamp, write_json_atomic
+from meddpm.bench import bisect, host_ram
 from meddpm.bench import extras as bench_extras
-from meddpm.bench import host_ram
 from meddpm.bench import processes as bench_processes
 from meddpm.bench.output import say
 from meddpm.errors import UserError, run_command
@@ -114,6 +114,13 @@ def _parser() -> argparse.ArgumentParser:
         metavar="REV",
         help="A/B: measure git revision REV and the working tree in alternating processes; per combo the ratio, "
         "its interval, p and the smallest change this run could see; exit 1 on a significant slowdown",
+    )
+    p.add_argument(
+        "--bisect",
+        metavar="GOOD..BAD",
+        help="find the commit that made one combo slower: measure the ends, then halve the first-parent commits "
+        f"between them, each step an A/B against GOOD in alternating processes ({bisect.PROCESSES} a side unless "
+        "--processes); prints the culprit with its ratio against its parent",
     )
     p.add_argument("--json", help="where to write results (default: bench-results/<time>-<preset>.json)")
     p.add_argument(
@@ -222,6 +229,8 @@ def run(argv: Sequence[str] | None = None) -> int:
         args.processes, args.compare_to, kernel_mix=args.kernel_mix, sample=args.sample, gpus=args.gpus
     )
     json_path = _json_path(args.json, config.name)
+    if args.bisect is not None:
+        return bisect.from_options(args, config, combos, device, batch, settings, json_path, say)
     history = history_target(args.history or None, HISTORY_DB if args.history == "" else None)
     if not on_gpu:
         host_ram.check_ram(config, combos, batch, args.gpus)

@@ -1,0 +1,285 @@
+"""``meddpm-bench --bisect GOOD..BAD``: the commit that made a combo slower, found by halving the range.
+
+Every step is an A/B run: the commit's workload and the good end's, each driven by this tree's
+harness in alternating fresh processes (:class:`~meddpm.measure.processes.campaign.ProcessCampaign`),
+judged with the suite's statistics; :mod:`meddpm.judge.bisection` decides. The ends are measured
+first, and a range whose bad end is not slower is refused. Workers share Inductor's and Triton's
+on-disk caches, so a commit whose compiled graphs match an earlier step's loads them instead of
+compiling again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import torch
+
+from meddpm.atomic import write_json_atomic
+from meddpm.errors import UserError
+from meddpm.judge.baseline import Tolerances
+from meddpm.judge.bisection import (
+    Commit,
+    Search,
+    Side,
+    Step,
+    decided_side,
+    report,
+    side_of,
+    slowdown_between_ends,
+)
+from meddpm.measure.campaign import inputs
+from meddpm.measure.campaign.protocol import Progress, Source
+from meddpm.measure.campaign.settings import CampaignSettings
+from meddpm.measure.machine.environment import environment, git_output
+from meddpm.measure.processes.campaign import ProcessCampaign
+from meddpm.measure.processes.revision import checkout_root, resolve_revision, revision
+from meddpm.measure.statistics.compare import Comparison, compare_processes
+from meddpm.model.config import ModelConfig
+
+SCHEMA = "meddpm-bisect/1"
+PROCESSES = 3  # a side per step unless --processes says otherwise
+EXTENSIONS = 2  # an ambiguous step gets this many rounds of as many processes again, then decides on its ratio
+
+
+@dataclass(frozen=True)
+class Bisection:
+    """What one bisection measures: a combo of a preset on a device, with the campaign's settings."""
+
+    config: ModelConfig
+    combo: str
+    device: torch.device
+    batch_size: int
+    settings: CampaignSettings
+    processes: int
+    alpha: float = Tolerances().alpha
+
+
+def parse_range(text: str) -> tuple[str, str]:
+    """``GOOD..BAD`` split into its ends, or a one-line UserError."""
+    good, sep, bad = text.partition("..")
+    if not sep or not good.strip() or not bad.strip() or bad.startswith("."):
+        raise UserError(f"--bisect takes GOOD..BAD (two revisions, e.g. v1.2..HEAD), not {text!r}")
+    return good.strip(), bad.strip()
+
+
+def first_parent_line(good: str, bad: str, root: Path) -> tuple[Commit, list[Commit]]:
+    """The good end and the first-parent commits after it up to the bad end (oldest first), or a UserError."""
+    good_sha = resolve_revision(good, root, "--bisect")
+    bad_sha = resolve_revision(bad, root, "--bisect")
+    line = (_git(["rev-list", "--first-parent", "--reverse", f"{good_sha}..{bad_sha}"], root) or "").split()
+    if not line or _git(["merge-base", "--is-ancestor", good_sha, bad_sha], root) is None:
+        raise UserError(f"--bisect: {good} is not an ancestor of {bad}; give GOOD..BAD with GOOD older")
+    if good_sha not in (_git(["rev-list", "--first-parent", bad_sha], root) or "").split():
+        raise UserError(f"--bisect: {good} is not on {bad}'s first-parent line; give a commit of that line as GOOD")
+    return _commit(good_sha, root), [_commit(sha, root) for sha in line]
+
+
+def plan_line(good: Commit, bad: Commit, count: int, processes: int) -> str:
+    """The plan, before any measuring: how many A/B runs at most, of how many processes."""
+    halvings = math.ceil(math.log2(count)) if count > 1 else 0
+    runs = 2 + halvings
+    return (
+        f"bisect {good.sha[:9]}..{bad.sha[:9]}: {count} commit(s); at most {runs} A/B runs of {processes}+{processes} "
+        f"processes (the ends, {halvings} halving(s), the culprit against its parent), an ambiguous step up to "
+        f"{EXTENSIONS} more rounds of {processes}+{processes}"
+    )
+
+
+class Walk:
+    """A bisection under way: the extracted workloads, the steps measured, and where the JSON goes."""
+
+    def __init__(self, job: Bisection, root: Path, json_path: Path, say: Callable[[str], None]):
+        self.job = job
+        self.root = root
+        self.json_path = json_path
+        self.say = say
+        self.steps: list[Step] = []
+        self._sources: dict[str, Source] = {}
+        self._stack = contextlib.ExitStack()
+
+    def __enter__(self) -> Walk:
+        self._stack.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.__exit__(*exc)
+
+    def source(self, commit: Commit) -> Source:
+        """``commit``'s workload, extracted once and kept until the walk ends."""
+        if commit.sha not in self._sources:
+            self._sources[commit.sha] = self._stack.enter_context(revision(commit.sha, self.root, "--bisect"))
+        return self._sources[commit.sha]
+
+    def measure(self, commit: Commit, against: Commit, cut: float | None, label: str) -> Step:
+        """``commit`` against ``against`` in alternating processes; an ambiguous step gets more (with a cut)."""
+        job = self.job
+        campaign = ProcessCampaign(
+            job.config,
+            [job.combo],
+            job.device,
+            batch_size=job.batch_size,
+            settings=replace(job.settings, energy=False),  # a bisection judges time only
+            processes=job.processes,
+            sources=[self.source(commit), self.source(against)],
+        )
+        started = time.monotonic()
+        extended = 0
+        while True:
+            campaign.run(self._progress(label))
+            comparison = self._comparison(campaign)
+            side: Side = "bad" if cut is None else side_of(comparison, cut)
+            if side != "ambiguous" or extended == EXTENSIONS:
+                break
+            extended += 1
+            self.say(
+                f"  {label}: interval [{comparison.ci_low:.4f}, {comparison.ci_high:.4f}] straddles the cut "
+                f"{cut:.4f}; {job.processes}+{job.processes} more processes"
+            )
+        if cut is not None:
+            side = decided_side(comparison, cut)
+        step = Step(commit, against, comparison, side, time.monotonic() - started, extended)
+        self.steps.append(step)
+        return step
+
+    def _comparison(self, campaign: ProcessCampaign) -> Comparison:
+        candidate, reference = campaign.sources
+        a = campaign.measurements(candidate)[self.job.combo].process_medians_ms
+        b = campaign.measurements(reference)[self.job.combo].process_medians_ms
+        return compare_processes(a, b, alpha=self.job.alpha)
+
+    def _progress(self, label: str) -> Callable[[Progress], None]:
+        def log(p: Progress) -> None:
+            print(f"  {label}: process {p.done}/{p.total} ({p.combo}) {p.detail}", file=sys.stderr, flush=True)
+
+        return log
+
+
+def run_bisect(job: Bisection, range_text: str, json_path: Path, say: Callable[[str], None]) -> int:
+    """Find the culprit commit of ``range_text`` for ``job.combo``; 0 with a culprit, 130 when interrupted."""
+    root = checkout_root()
+    good_name, bad_name = parse_range(range_text)
+    good, commits = first_parent_line(good_name, bad_name, root)
+    bad = commits[-1]
+    say(plan_line(good, bad, len(commits), job.processes))
+    env = environment(job.device)
+    cut: float | None = None
+    with Walk(job, root, json_path, say) as walk:
+        try:
+            ends = walk.measure(bad, good, None, "the ends")
+            cut = slowdown_between_ends(ends.comparison, job.alpha, job.combo, good, bad)
+            say(_step_line(1, ends, cut) + f"; {_left(ends.seconds, Search(commits).steps_left + 1)}")
+            search = Search(commits)
+            known: dict[str, Step] = {bad.sha: ends}
+            while not search.done:
+                commit = search.next()
+                step = walk.measure(commit, good, cut, f"step {len(walk.steps) + 1}")
+                search.record(commit, step.side)
+                known[commit.sha] = step
+                say(_step_line(len(walk.steps), step, cut) + f"; culprit in {_range(search)}")
+            culprit, parent = search.culprit, search.parent_of_culprit(good)
+            own = known[culprit.sha] if parent == good else walk.measure(culprit, parent, None, "the culprit")
+            if own is not walk.steps[-1]:
+                walk.steps.append(own)  # the culprit's own comparison is the report's last step
+        except KeyboardInterrupt:
+            _write(json_path, job, env, good, bad, cut, walk.steps, partial=True)
+            say(f"interrupted after {len(walk.steps)} step(s); what was measured is in {json_path}")
+            return 130
+    c = own.comparison
+    say(
+        f"culprit: {culprit} ratio {c.ratio:.4f} [{c.ci_low:.4f}, {c.ci_high:.4f}] p {c.p_slower:.2g} against its "
+        f"parent {parent.sha[:9]}; {sum(s.seconds for s in walk.steps):.0f} s of measuring, {len(walk.steps)} A/B runs"
+    )
+    _write(json_path, job, env, good, bad, cut, walk.steps, partial=False)
+    say(f"results written to {json_path}")
+    return 0
+
+
+def from_options(
+    args: argparse.Namespace,
+    config: ModelConfig,
+    combos: Sequence[str],
+    device: torch.device,
+    batch: int,
+    settings: CampaignSettings,
+    json_path: Path,
+    say: Callable[[str], None],
+) -> int:
+    """``meddpm-bench --bisect``: one combo and no other extra, then :func:`run_bisect`."""
+    given = {
+        "--compare-to": args.compare_to is not None,
+        "--history": args.history is not None,
+        "--sample": args.sample,
+        "--kernel-mix": args.kernel_mix,
+        "--gpus": bool(args.gpus),
+    }
+    others = [option for option, on in given.items() if on]
+    if others:
+        raise UserError(f"--bisect runs A/B steps of its own; drop {', '.join(others)}")
+    if len(combos) != 1:
+        raise UserError(f"--bisect follows one combo, not {len(combos)}; give --combos with one name")
+    processes = inputs.process_count("--processes", args.processes or PROCESSES, "bisect")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    job = Bisection(config, combos[0], device, batch, settings, processes)
+    return run_bisect(job, args.bisect, json_path, say)
+
+
+def _write(
+    path: Path,
+    job: Bisection,
+    env: dict[str, object],
+    good: Commit,
+    bad: Commit,
+    cut: float | None,
+    steps: list[Step],
+    *,
+    partial: bool,
+) -> None:
+    section: dict[str, object]
+    if partial or cut is None:
+        section = {"good": good.sha, "bad": bad.sha, "combo": job.combo, "steps": [s.as_dict() for s in steps]}
+    else:
+        section = report(good, bad, job.combo, job.config.name, cut, steps)
+    document = {
+        "schema": SCHEMA,
+        "environment": env,
+        "preset": job.config.name,
+        "batch_size": job.batch_size,
+        "processes": job.processes,
+        "bisect": section,
+        **({"partial": True} if partial else {}),
+    }
+    write_json_atomic(path, document)
+
+
+def _step_line(number: int, step: Step, cut: float) -> str:
+    c = step.comparison
+    n = f"{len(c.candidate_ms)}+{len(c.reference_ms)}"
+    return (
+        f"step {number}: {step.commit} vs {step.against.sha[:9]}: ratio {c.ratio:.4f} [{c.ci_low:.4f}, "
+        f"{c.ci_high:.4f}] p {c.p_slower:.2g}, cut {cut:.4f}: {step.side} ({n} processes, {step.seconds:.0f} s)"
+    )
+
+
+def _range(search: Search) -> str:
+    first = search.commits[search.good + 1]
+    return f"{first.sha[:9]}..{search.culprit.sha[:9]}" if first != search.culprit else search.culprit.sha[:9]
+
+
+def _left(seconds_per_run: float, runs: int) -> str:
+    return f"about {seconds_per_run * runs:.0f} s left ({runs} A/B runs at most)"
+
+
+def _commit(sha: str, root: Path) -> Commit:
+    return Commit(sha, _git(["log", "-1", "--format=%s", sha], root) or "")
+
+
+def _git(args: list[str], cwd: Path) -> str | None:
+    return git_output(args, cwd, timeout_s=60.0)
