@@ -1,5 +1,7 @@
 """Synthetic phantoms and the NIfTI loader."""
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -165,3 +167,19 @@ def test_nifti_bad_volume_is_a_one_line_error(tmp_path, volume):
             load()
     with pytest.raises(UserError, match=r"volume must be three sizes"):
         load_pair(image, mask, volume)
+
+
+@pytest.mark.parametrize("count", [-1, 0, 1.5, True, "2"])
+def test_nifti_bad_label_counts_name_the_argument(tmp_path, count):
+    # 0 or -1 labels reached the label check, which then called every label in the file unexpected.
+    from meddpm.data.nifti import load_labels, load_pair
+
+    image, mask = _pair(tmp_path, np.eye(4))
+    for load, name in (
+        (lambda: load_labels(mask, (8, 8, 8), num_labels=count), "num_labels"),
+        (lambda: load_pair(image, mask, (8, 8, 8), mask_channels=count), "mask_channels"),
+    ):
+        words = rf"^{name} must be a whole number of at least 1 \(.*\), e\.g\. 2 for brain and tumour; got "
+        with pytest.raises(UserError, match=words + re.escape(repr(count)) + "$") as err:
+            load()
+        assert "\n" not in str(err.value)

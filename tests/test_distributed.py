@@ -1,7 +1,9 @@
 """The DDP launcher and its two workers on the CPU: torchrun with the gloo backend, 2 processes, tiny preset."""
 
 import math
+import os
 import subprocess
+import textwrap
 
 import pytest
 import torch
@@ -11,7 +13,7 @@ from meddpm.measure.processes.ddp import DdpResult, run_ddp, scaling_efficiency
 from meddpm.parity.ddp import check_parity
 from meddpm.report.tables import ddp_table
 from meddpm.run.combos import get_combo
-from meddpm.run.distributed import resolve_gradient_sync
+from meddpm.run.distributed import launch, resolve_gradient_sync
 
 
 def result(world: int, rank_ms: list[list[float]], no_sync: list[list[float]]) -> DdpResult:
@@ -110,3 +112,34 @@ def test_torchrun_starts_the_harness_worker_of_each_check(monkeypatch):
         with pytest.raises(UserError, match="failed: RuntimeError: stop here"):
             check()
     assert modules == ["meddpm.measure.processes.ddp", "meddpm.parity.ddp"]
+
+
+def test_a_worker_killed_by_a_cxx_exception_is_named_and_its_stderr_kept(tmp_path, monkeypatch):
+    # As gloo's uncaught exceptions end a rank: two lines on stderr, then SIGABRT. The peer's
+    # "connection closed" error follows from it and is not the cause; torchrun's banner alone
+    # said "Signal 6 (SIGABRT)", and the failing test showed nothing else.
+    (tmp_path / "aborting_worker.py").write_text(
+        textwrap.dedent(
+            """
+            import os, sys
+            import torch.distributed as dist
+
+            dist.init_process_group("gloo")
+            if dist.get_rank() == 0:
+                print("rank 0 was here", file=sys.stderr)
+                print("terminate called after throwing an instance of 'gloo::IoException'", file=sys.stderr)
+                print("  what():  [pair.cc:534] Connection closed by peer [::1]:1", file=sys.stderr, flush=True)
+                os.abort()
+            dist.barrier()
+            """
+        )
+    )
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}:{os.environ.get('PYTHONPATH', '')}")
+    with pytest.raises(UserError) as err:
+        launch("aborting_worker", 2, [], "A test run", 300.0, "cpu")
+    assert str(err.value) == (
+        "A test run on 2 process(es) failed: rank 0 ended in SIGABRT: "
+        "gloo::IoException: [pair.cc:534] Connection closed by peer [::1]:1"
+    )
+    (note,) = err.value.__notes__
+    assert note.startswith("torchrun exited with status 1; its stderr:\n") and "rank 0 was here" in note

@@ -76,6 +76,19 @@ def test_other_json_in_a_folder_is_only_noted(tmp_path, capsys):
     assert "benchmark.json: not a meddpm results file" in capsys.readouterr().err
 
 
+def test_a_fifo_or_broken_link_in_a_folder_is_noted_not_opened(tmp_path, capsys):
+    # Opening a FIFO waits for a writer: the import would hang. Found in a folder, it is only noted.
+    write_history(tmp_path / "runs", simulate(np.random.default_rng(0), 2))
+    os.mkfifo(tmp_path / "runs" / "pipe.json")
+    (tmp_path / "runs" / "gone.json").symlink_to(tmp_path / "nowhere.json")
+    db = tmp_path / "h.sqlite"
+    assert main(["import", "--db", str(db), str(tmp_path / "runs")]) == 0
+    out, err = capsys.readouterr()
+    assert f"{tmp_path / 'runs' / 'pipe.json'}: a FIFO, not a results file: left out" in err
+    assert f"{tmp_path / 'runs' / 'gone.json'}: a broken symlink, not a results file: left out" in err
+    assert "2 file(s) read: 2 run(s) added" in out and stored_runs(db) == 2
+
+
 def test_another_history_database_merges_in_with_what_it_knew(tmp_path, capsys):
     files = write_history(tmp_path / "runs", simulate(np.random.default_rng(0), 4))
     runner = tmp_path / "runner.sqlite"

@@ -40,6 +40,18 @@ def _check_volume(volume: Sequence[int]) -> tuple[int, int, int]:
     return sizes  # type: ignore[return-value]
 
 
+def _check_label_count(name: str, value: int, meaning: str) -> int:
+    """``value`` if it is a whole number of at least 1, else a UserError naming ``name`` and what it may be.
+
+    Otherwise 0 or a negative count reached the label check, which then called the file's every label unexpected.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        raise UserError(
+            f"{name} must be a whole number of at least 1 ({meaning}), e.g. 2 for brain and tumour; got {value!r}"
+        )
+    return int(value)
+
+
 def _load_array(path: Path) -> torch.Tensor:
     """The volume at ``path`` as a float32 (D, H, W) tensor; every voxel is finite."""
     return _load(path)[0]
@@ -119,6 +131,7 @@ def load_image(path: str | Path, volume: tuple[int, int, int]) -> torch.Tensor:
 def load_labels(path: str | Path, volume: tuple[int, int, int], num_labels: int = 2) -> torch.Tensor:
     """A label map (D, H, W) with values 0..num_labels, resized to ``volume``."""
     path, volume = Path(path), _check_volume(volume)
+    num_labels = _check_label_count("num_labels", num_labels, "the highest label; 0 is background")
     return _to_labels(_load_array(path), path, volume, num_labels)
 
 
@@ -131,6 +144,7 @@ def load_pair(
     voxel for voxel.
     """
     image_path, mask_path, volume = Path(image_path), Path(mask_path), _check_volume(volume)
+    mask_channels = _check_label_count("mask_channels", mask_channels, "one channel for each label 1..mask_channels")
     (image, image_affine), (labels, mask_affine) = _load(image_path), _load(mask_path)
     # Compared before resizing, which would make any two shapes agree and misalign the mask.
     if image.shape != labels.shape:

@@ -2,11 +2,14 @@
 
 A file that cannot be read, is not JSON, or is not a meddpm results file is one line naming it; the
 rest of the batch still goes in. In a folder, other JSON files (pytest-benchmark's, calibration
-outputs) are expected and only noted. The batch is one transaction: an interrupted import stores nothing.
+outputs) are expected and only noted, and so is a ``*.json`` there that is not a regular file (a FIFO,
+a socket, a device): it is never opened, since reading a FIFO waits for a writer forever. The batch is
+one transaction: an interrupted import stores nothing.
 """
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,15 +37,28 @@ class ImportReport:
 
 
 def expand(paths: Iterable[Path]) -> list[tuple[Path, bool]]:
-    """The files named, with each folder replaced by the ``*.json`` files under it (sorted), each with
-    whether it was named itself (True) or found in a folder (False)."""
+    """The files named, with each folder replaced by the ``*.json`` entries under it that are not folders
+    (sorted), each with whether it was named itself (True) or found in a folder (False)."""
     files: list[tuple[Path, bool]] = []
     for path in paths:
         if path.is_dir():
-            files.extend((p, False) for p in sorted(path.rglob("*.json")) if p.is_file())
+            files.extend((p, False) for p in sorted(path.rglob("*.json")) if not p.is_dir())
         else:
             files.append((path, True))
     return files
+
+
+def _what_it_is(path: Path) -> str:
+    """A folder entry that is neither a folder nor a regular file, in words."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return "a broken symlink"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a special file"
 
 
 def read_runs(path: Path) -> list[Run]:
@@ -72,6 +88,9 @@ def import_files(store: HistoryStore, paths: Sequence[Path]) -> ImportReport:
     report = ImportReport()
     runs: list[Run] = []
     for path, named in expand(paths):
+        if not named and not path.is_file():  # stat only: opening a FIFO would wait for a writer
+            report.notes.append(f"{path}: {_what_it_is(path)}, not a results file: left out")
+            continue
         report.files += 1
         try:
             found = read_runs(path)

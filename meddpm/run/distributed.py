@@ -48,6 +48,37 @@ def check_gradient_sync(name: str) -> None:
 
 # --- launcher --------------------------------------------------------------------------
 _EXCEPTION = re.compile(r"^(\[[^\]]*\]:)?\s*[\w.]+(Error|Exception): ")
+# A C++ exception nobody caught (gloo's, say) ends its process in SIGABRT after these two lines.
+_TERMINATE = re.compile(r"terminate called after throwing an instance of '([^']+)'")
+_WHAT = re.compile(r"^\s*what\(\):\s*(.*)")
+# torchrun's banner names the rank that failed first: "rank      : 0 (local_rank: 0)", "exitcode  : -6 (pid: ..."
+_ROOT_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)", re.MULTILINE)
+_ROOT_SIGNAL = re.compile(r"^\s*exitcode\s*:\s*-\d+ \(pid: \d+\)\s*\((SIG\w+)\)", re.MULTILINE)
+
+
+def failure_reason(stderr: str) -> str:
+    """One line from torchrun's stderr saying why its workers failed.
+
+    A worker killed by an uncaught C++ exception is the cause (its peers' "connection closed"
+    errors follow from it); otherwise the workers' last Python exception line; otherwise the end
+    of the output. A rank that died of a signal is named, from the banner's root cause.
+    """
+    lines = stderr.splitlines()
+    reason = ""
+    for i, line in enumerate(lines):
+        if match := _TERMINATE.search(line):
+            what = next((m.group(1) for later in lines[i + 1 : i + 3] if (m := _WHAT.match(later))), "")
+            reason = f"{match.group(1)}: {what}".rstrip(": ")
+            break
+    if not reason:
+        errors = [
+            line.split("]:", 1)[-1].strip() for line in lines if _EXCEPTION.search(line) and "elastic" not in line
+        ]
+        reason = errors[-1] if errors else " ".join(stderr[-300:].split())  # one line, whatever it said
+    root = stderr[stderr.find("Root Cause") :] if "Root Cause" in stderr else ""
+    if (rank := _ROOT_RANK.search(root)) and (sig := _ROOT_SIGNAL.search(root)):
+        reason = f"rank {rank.group(1)} ended in {sig.group(1)}: {reason}"
+    return reason
 
 
 def launch(module: str, world_size: int, worker_args: list[str], what: str, timeout_s: float, device: str) -> dict:
@@ -58,6 +89,9 @@ def launch(module: str, world_size: int, worker_args: list[str], what: str, time
     busy machine its OpenMP threads waited on each other: one gloo process read 3-6 s per tiny
     iteration against 1.2-1.6 s for each of two. Equal threads per rank also make the weak-scaling
     comparison fair.
+
+    The UserError is one line (:func:`failure_reason`); torchrun's whole stderr, every rank's
+    output, rides along as the exception's note, which tracebacks (a failing test's) show.
     """
     env = dict(os.environ)
     if device == "cpu":
@@ -79,14 +113,10 @@ def launch(module: str, world_size: int, worker_args: list[str], what: str, time
         # Otherwise the environment is passed through untouched: the runner's NCCL settings apply as set.
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
         if proc.returncode != 0 or not out.exists():
-            # torchrun ends with its own banner; the workers' exception line says what went wrong.
-            errors = [
-                line.split("]:", 1)[-1].strip()
-                for line in proc.stderr.splitlines()
-                if _EXCEPTION.search(line) and "elastic" not in line
-            ]
-            reason = errors[-1] if errors else " ".join(proc.stderr[-300:].split())  # one line, whatever it said
-            raise UserError(f"{what} on {world_size} process(es) failed: {reason}")
+            error = UserError(f"{what} on {world_size} process(es) failed: {failure_reason(proc.stderr)}")
+            # What add_note() stores (Python 3.11+); pytest shows it on 3.10 as well.
+            error.__notes__ = [f"torchrun exited with status {proc.returncode}; its stderr:\n{proc.stderr}"]
+            raise error
         return json.loads(out.read_text())
 
 
