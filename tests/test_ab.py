@@ -1,5 +1,5 @@
-"""A/B against a git revision on the CPU: a copy of the package in its own git repository, with a
-fake clock planted in its bench, so that the outcome depends on the code and not on a busy machine.
+"""A/B against a git revision on the CPU: a copy of the package in its own git repository, its iteration
+times planted in the workload (planted_repo.py), so that the outcome depends on the code and not on a busy machine.
 """
 
 import contextlib
@@ -7,7 +7,6 @@ import fnmatch
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -15,13 +14,12 @@ import time
 from pathlib import Path
 
 import pytest
+from planted_repo import PACKAGE, git, make_repo, plant_harness_clock, set_clock
 
-import meddpm
 from meddpm.errors import UserError
 from meddpm.judge.verdict import UNDER_THRESHOLD
 from meddpm.suite.measuring import Measuring
 
-PACKAGE = Path(meddpm.__file__).resolve().parent
 # A revision whose workload lacks what the harness imports: refused before measuring, naming where drivable ones begin.
 UNDRIVABLE = (
     "--compare-to: HEAD~1 (*) has a workload this harness cannot drive (ImportError: cannot import name 'TrainStep'"
@@ -30,58 +28,16 @@ UNDRIVABLE = (
 )
 SUITE_TESTS = PACKAGE.parent / "perf_tests" / "test_training.py"
 
-# Appended to the copy's harness, meddpm/measure/campaign/interleaved.py: the training steps still run, but each
-# iteration of a combo reads its time from the workload it drives (PLANTED_MS in meddpm/run/combos.py: 100 ms for a
-# combo not named there) times {scale}, plus up to 0.2 % that differs between processes (their PIDs), as real
-# processes do.
-CLOCK = """
-
-def time_synchronized(fn, device, during=None):
-    import os
-
-    from meddpm.run import combos
-
-    fn()
-    if during is not None:
-        during()
-    return getattr(combos, "PLANTED_MS", {{}}).get(fn.combo.name, 100.0) * {scale} * (1 + (os.getpid() % 5) * 0.0005)
-"""
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout.strip()
-
-
-def set_clock(repo: Path, **ms: float) -> None:
-    """In the copy's workload: each iteration of the combos named takes the time given (the others 100 ms)."""
-    combos = repo / "meddpm" / "run" / "combos.py"
-    combos.write_text((PACKAGE / "run" / "combos.py").read_text() + f"\nPLANTED_MS = {ms!r}\n")
-
-
-def plant_harness_clock(repo: Path, scale: float = 1.0) -> None:
-    """In the copy's harness: iterations read the workload's planted times, times ``scale``."""
-    campaign = repo / "meddpm" / "measure" / "campaign" / "interleaved.py"
-    campaign.write_text((PACKAGE / "measure" / "campaign" / "interleaved.py").read_text() + CLOCK.format(scale=scale))
-
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    """A git repository holding a copy of meddpm: first a commit whose workload lacks TrainStep, then a good one."""
-    root = tmp_path / "repo"
-    shutil.copytree(PACKAGE, root / "meddpm", ignore=shutil.ignore_patterns("__pycache__"))
-    (root / ".gitignore").write_text("__pycache__/\nresults/\n")
-    git(root, "init", "-q")
-    git(root, "config", "user.email", "ab@test")
-    git(root, "config", "user.name", "ab")
-    plant_harness_clock(root)
+    """The planted repository (planted_repo.py), after a first commit whose workload lacks TrainStep."""
+    root = make_repo(tmp_path)
     train = root / "meddpm" / "run" / "train.py"
     train.write_text(train.read_text().replace("class TrainStep", "class TrainingStep"))
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "a workload the harness cannot drive")
-    train.write_text((PACKAGE / "run" / "train.py").read_text())
-    set_clock(root)
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "reference: 100 ms")
+    git(root, "commit", "-q", "-am", "a workload the harness cannot drive")
+    git(root, "revert", "--no-edit", "HEAD")
+    git(root, "commit", "-q", "--amend", "-m", "reference: 100 ms")
     return root
 
 
