@@ -23,7 +23,7 @@ from meddpm.history.append import append_results, history_target
 from meddpm.history.documents import run_description
 from meddpm.history.store import DEFAULT_DB as HISTORY_DB
 from meddpm.history.store import ENV_VAR as HISTORY_ENV_VAR
-from meddpm.judge.ab import ab_verdicts
+from meddpm.judge.ab import ab_cases
 from meddpm.judge.arch import detect_arch
 from meddpm.measure.campaign import inputs
 from meddpm.measure.campaign.interleaved import Campaign, CampaignSettings, ComboResult
@@ -53,6 +53,7 @@ from meddpm.report.tables import (
     BENCH_TABLE,
     ddp_table,
     energy_table,
+    explain_table,
     format_table,
     kernel_mix_table,
     results_table,
@@ -414,7 +415,8 @@ def _report_processes(campaign: MeasuringCampaign, processes: int, extras: dict[
     extras["process_medians_ms"] = bench_processes.process_medians(campaign)
     if len(campaign.sources) == 1:
         return 0
-    verdicts = ab_verdicts(campaign)
+    cases = ab_cases(campaign)
+    verdicts = {combo: case.time for combo, case in cases.items()}
     tree, rev = campaign.sources
     _say(f"A/B, {processes} processes a side: {tree.label} against {rev.label}")
     _say(format_table(bench_processes.ab_table(verdicts, campaign.sources)))
@@ -422,7 +424,14 @@ def _report_processes(campaign: MeasuringCampaign, processes: int, extras: dict[
         combo: {"outcome": v.outcome, "threshold": v.tolerance, **v.comparison.as_dict()}
         for combo, v in verdicts.items()
     }
-    slower = [combo for combo, v in verdicts.items() if v.failed]
+    for combo, case in cases.items():  # the counts that moved, and what moved in a flagged combo (docs/explain.md)
+        for moved in (v for v in case.counts if v.outcome in ("regression", "improvement")):
+            _say(moved.message())
+        if case.explain:
+            _say(f"what moved in {combo} (A: {tree.label}, B: {rev.label}):")
+            _say(explain_table([r.as_dict() for r in case.explain]).to_string(index=False))
+    extras["explain"] = {combo: [r.as_dict() for r in case.explain] for combo, case in cases.items() if case.explain}
+    slower = [combo for combo, case in cases.items() if case.failed]
     if slower:
         _say(f"slower than {rev.label}: {', '.join(slower)}")
     return 1 if slower else 0

@@ -11,6 +11,7 @@ from meddpm.judge.baseline.model import (
     SCHEMA,
     BaselineFile,
     CaseBaseline,
+    CountRange,
     Expectation,
     NcuBaseline,
     Noise,
@@ -35,6 +36,7 @@ from meddpm.judge.baseline.reader import (
 )
 
 _RATIO_FIELDS = ("median", "q1", "q3", "min", "max")
+_BEFORE_ABSOLUTE_BOUNDS = ("meddpm-baseline/1", "meddpm-baseline/2")  # no "reference": null in these
 
 
 def _tolerances(value: Any, where: str) -> Tolerances:
@@ -51,10 +53,22 @@ def _noise(value: Any, where: str) -> Noise:
     )
 
 
-def _case(key: str, value: Any) -> CaseBaseline:
+def _counts(value: Any, where: str) -> dict[str, CountRange]:
+    """A case's counts: ``{"launches": {"min": ..., "max": ...}, ...}``, whole numbers."""
+    ranges = {}
+    for name, spread in mapping(value, where).items():
+        at = f"{where}[{name!r}]"
+        d = object_with_keys(spread, at, field_names(CountRange), field_names(CountRange))
+        ranges[str(name)] = CountRange(min=integer(d["min"], f"{at}.min"), max=integer(d["max"], f"{at}.max"))
+    return ranges
+
+
+def _case(key: str, value: Any, schema: str) -> CaseBaseline:
     where = f"cases[{key!r}]"
     d = object_with_keys(value, where, field_names(CaseBaseline), required_fields(CaseBaseline))
     at = partial(subfield, where)
+    if "counts" in d and schema != SCHEMA:
+        raise Invalid(f"{at('counts')} in a {schema} file", f'set "schema" to "{SCHEMA}", which reads it')
     samples = numbers(d["samples_ms"], at("samples_ms"))
     if not samples:
         raise Invalid(f"{at('samples_ms')} = [], which must hold the case's samples")
@@ -80,6 +94,7 @@ def _case(key: str, value: Any) -> CaseBaseline:
         energy_method=text(d.get("energy_method", ""), at("energy_method")),
         energy_quantisation=optional_number(d.get("energy_quantisation"), at("energy_quantisation")),
         energy_replicates_j=numbers(d.get("energy_replicates_j", []), at("energy_replicates_j")),
+        counts=_counts(d.get("counts", {}), at("counts")),
     )
     if str(case.key) != key:
         raise Invalid(f"{where} describing {case.key}", f"name it {str(case.key)!r} or correct its fields")
@@ -91,7 +106,7 @@ def _expectation(i: int, value: Any, schema: str) -> Expectation:
     d = object_with_keys(value, where, field_names(Expectation), required_fields(Expectation))
     at = partial(subfield, where)
     reference = d["reference"]
-    if reference is None and schema != SCHEMA:
+    if reference is None and schema in _BEFORE_ABSOLUTE_BOUNDS:
         raise Invalid(
             f"{at('reference')} = null (an absolute bound) in a {schema} file",
             f'set "schema" to "{SCHEMA}", which reads it',
@@ -179,7 +194,7 @@ def from_dict(data: dict[str, Any], schema: str) -> BaselineFile:
         expectations=tuple(
             _expectation(i, e, schema) for i, e in enumerate(json_list(d.get("expectations", []), "expectations"))
         ),
-        cases={k: _case(k, v) for k, v in mapping(d.get("cases", {}), "cases").items()},
+        cases={k: _case(k, v, schema) for k, v in mapping(d.get("cases", {}), "cases").items()},
         ratios=_ratios(d.get("ratios", {})),
         ncu={k: _ncu(k, v) for k, v in mapping(d.get("ncu", {}), "ncu").items()},
         sampling={k: _sampling(k, v) for k, v in mapping(d.get("sampling", {}), "sampling").items()},
@@ -193,6 +208,8 @@ def to_dict(baseline: BaselineFile) -> dict[str, Any]:
         d = asdict(case)
         if d["tolerances"] is None:
             del d["tolerances"]
+        if not d["counts"]:  # none profiled (a data-parallel case, or saved before counts): nothing to store
+            del d["counts"]
         cases[key] = d
     return {
         "schema": SCHEMA,
