@@ -81,8 +81,7 @@ def _cuda_rows(step: Callable[[], object], device: torch.device) -> tuple[list[P
     kernels = profile_kernels(step)
     allocated = torch.cuda.memory_stats(device).get(_ALLOCATED, 0) - before
     rows = [
-        ProfileRow(k.kernel, group_of(k.kernel), round(k.launches), k.us / 1e3)
-        for k in kernels.itertuples(index=False)
+        ProfileRow(k.kernel, group_of(k.kernel), round(k.launches), k.us / 1e3) for k in kernels.itertuples(index=False)
     ]
     return rows, allocated
 
