@@ -5,7 +5,9 @@ this GPU, interleaved, and fails with a one-line reason when a case got slower (
 and beyond its threshold), hungrier or less efficient than ``baselines/<arch>.json``, or when a
 ratio between combos leaves the architecture's stored expectation. With ``--compare-to=REV``
 it measures REV and the working tree in alternating processes instead, and fails a case whose
-working-tree time is significantly slower by more than the case's noise threshold.
+working-tree time is significantly slower by more than the case's noise threshold. Either way a case
+whose deterministic counts (kernel launches, bytes allocated, FLOPs) left the reference's spread fails,
+even one whose time is too noisy to judge (docs/explain.md).
 """
 
 import math
@@ -30,6 +32,10 @@ def test_training_step(perf_case: PerfCase, perf_suite: SuiteRun, request: pytes
             pytest.fail("\n".join(failures), pytrace=False)
         return
     if not result.reliable:
+        # Counts need no quiet machine: a case too noisy to time still fails when they move.
+        moved = [v.message() for v in perf_suite.judge_counts(perf_case) if v.failed]
+        if moved and not perf_suite.options.save_baseline:
+            pytest.fail("\n".join(moved), pytrace=False)
         perf_suite.record(perf_case).outcome = "unreliable"
         pytest.skip(
             f"UNRELIABLE {perf_case.id}: rel. IQR {result.stats.rel_iqr:.1%} > {result.rel_iqr_target:.0%} "

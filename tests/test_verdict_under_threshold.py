@@ -68,7 +68,9 @@ def _fake_ab_campaign(candidate: list[float], reference: list[float]) -> SimpleN
         sources=(tree, rev),
         config=SimpleNamespace(name="paper"),
         batch_size=1,
-        measurements=lambda source: {"fast": SimpleNamespace(process_medians_ms=medians[source])},
+        measurements=lambda source: {
+            "fast": SimpleNamespace(process_medians_ms=medians[source], run_counts=[], profile_rows=())
+        },
     )
 
 

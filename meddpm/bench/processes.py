@@ -23,7 +23,7 @@ import torch
 
 from meddpm.bench.output import say
 from meddpm.errors import UserError
-from meddpm.judge.ab import ab_verdicts
+from meddpm.judge.ab import ab_cases
 from meddpm.judge.verdict import Verdict
 from meddpm.measure.campaign.inputs import process_count, revision
 from meddpm.measure.campaign.protocol import MeasuringCampaign, Progress, Source
@@ -32,7 +32,7 @@ from meddpm.measure.processes.campaign import ProcessCampaign
 from meddpm.measure.processes.revision import check_revision, checkout_root, sources
 from meddpm.measure.statistics.compare import between_process_spread
 from meddpm.model.config import ModelConfig
-from meddpm.report.tables import format_table
+from meddpm.report.tables import explain_table, format_table
 
 
 @dataclass(frozen=True)
@@ -148,7 +148,8 @@ def report(campaign: MeasuringCampaign, processes: int, extras: dict[str, object
     extras["process_medians_ms"] = process_medians(campaign)
     if len(campaign.sources) == 1:
         return 0
-    verdicts = ab_verdicts(campaign)
+    cases = ab_cases(campaign)
+    verdicts = {combo: case.time for combo, case in cases.items()}
     tree, rev = campaign.sources
     say(f"A/B, {processes} processes a side: {tree.label} against {rev.label}")
     say(format_table(ab_table(verdicts, campaign.sources)))
@@ -156,7 +157,14 @@ def report(campaign: MeasuringCampaign, processes: int, extras: dict[str, object
         combo: {"outcome": v.outcome, "threshold": v.tolerance, **v.comparison.as_dict()}
         for combo, v in verdicts.items()
     }
-    slower = [combo for combo, v in verdicts.items() if v.failed]
+    for combo, case in cases.items():  # the counts that moved, and what moved in a flagged combo (docs/explain.md)
+        for moved in (v for v in case.counts if v.outcome in ("regression", "improvement")):
+            say(moved.message())
+        if case.explain:
+            say(f"what moved in {combo} (A: {tree.label}, B: {rev.label}):")
+            say(explain_table([r.as_dict() for r in case.explain]).to_string(index=False))
+    extras["explain"] = {combo: [r.as_dict() for r in case.explain] for combo, case in cases.items() if case.explain}
+    slower = [combo for combo, case in cases.items() if case.failed]
     if slower:
         say(f"slower than {rev.label}: {', '.join(slower)}")
     return 1 if slower else 0

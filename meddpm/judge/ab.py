@@ -2,31 +2,67 @@
 
 One loop for the suite's ``--compare-to`` and ``meddpm-bench --compare-to``: every combo's working-tree
 process medians (the first source) against the revision's (the second), judged by
-:func:`~meddpm.judge.verdict.judge_ab` with the case's tolerances (docs/statistics.md).
+:func:`~meddpm.judge.verdict.judge_ab` with the case's tolerances (docs/statistics.md); its counts against
+the revision's spread over its processes (:func:`~meddpm.judge.counts.judge_counts`); and where a verdict
+flags the case, the profiled iteration of each side's first process set against the other's
+(:func:`~meddpm.judge.explain.explain`, docs/explain.md).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from meddpm.judge.baseline import CaseKey, Tolerances
+from meddpm.judge.counts import count_ranges, judge_counts
+from meddpm.judge.explain import ExplainRow, explain, flagged
 from meddpm.judge.verdict import Verdict, judge_ab
 from meddpm.measure.campaign.protocol import MeasuringCampaign
+from meddpm.measure.campaign.result import ComboRuns
+
+
+@dataclass(frozen=True)
+class AbCase:
+    """One combo's A/B: its time verdict, its counts verdicts and, where flagged, what moved (A: the working tree)."""
+
+    time: Verdict
+    counts: tuple[Verdict, ...]
+    explain: tuple[ExplainRow, ...] = ()
+
+    @property
+    def verdicts(self) -> list[Verdict]:
+        """The time verdict, then the counts'."""
+        return [self.time, *self.counts]
+
+    @property
+    def failed(self) -> bool:
+        """Whether any verdict fails the case."""
+        return any(v.failed for v in self.verdicts)
+
+
+def ab_cases(
+    campaign: MeasuringCampaign, tolerances: Callable[[CaseKey], Tolerances] = lambda key: Tolerances()
+) -> dict[str, AbCase]:
+    """Each combo's A/B, by combo in the order measured; ``tolerances`` gives a case's own."""
+    if len(campaign.sources) != 2:
+        raise ValueError(f"an A/B verdict needs two sources (--compare-to), not {len(campaign.sources)}")
+    tree, rev = campaign.sources
+    candidates, references = campaign.measurements(tree), campaign.measurements(rev)
+    cases = {}
+    for combo, runs in candidates.items():
+        key = CaseKey(campaign.config.name, combo, campaign.batch_size)
+        reference = references.get(combo, ComboRuns())
+        subject = f"{key} {tree.label} vs {rev.label}"
+        time = judge_ab(subject, runs.process_medians_ms, reference.process_medians_ms, tolerances(key))
+        counts = tuple(judge_counts(subject, runs.run_counts, count_ranges(reference.run_counts)))
+        moved = flagged([time, *counts]) and runs.profile_rows and reference.profile_rows
+        rows = tuple(explain(runs.profile_rows, reference.profile_rows)) if moved else ()
+        cases[combo] = AbCase(time, counts, rows)
+    return cases
 
 
 def ab_verdicts(
     campaign: MeasuringCampaign, tolerances: Callable[[CaseKey], Tolerances] = lambda key: Tolerances()
 ) -> dict[str, Verdict]:
-    """Each combo's A/B time verdict, by combo in the order measured; ``tolerances`` gives a case's own."""
-    if len(campaign.sources) != 2:
-        raise ValueError(f"an A/B verdict needs two sources (--compare-to), not {len(campaign.sources)}")
-    tree, rev = campaign.sources
-    candidates, references = campaign.measurements(tree), campaign.measurements(rev)
-    verdicts = {}
-    for combo, runs in candidates.items():
-        key = CaseKey(campaign.config.name, combo, campaign.batch_size)
-        reference = references[combo].process_medians_ms if combo in references else []
-        verdicts[combo] = judge_ab(
-            f"{key} {tree.label} vs {rev.label}", runs.process_medians_ms, reference, tolerances(key)
-        )
-    return verdicts
+    """Each combo's A/B time verdict (of :func:`ab_cases`), by combo in the order measured."""
+    return {combo: case.time for combo, case in ab_cases(campaign, tolerances).items()}

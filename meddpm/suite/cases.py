@@ -14,6 +14,7 @@ from typing import Any
 
 from meddpm.judge.arch import KNOWN_ARCHS, PEAKS
 from meddpm.judge.baseline import CaseKey
+from meddpm.judge.explain import ExplainRow
 from meddpm.judge.verdict import Verdict
 from meddpm.measure.campaign.result import ComboResult
 from meddpm.measure.statistics.compare import between_process_spread
@@ -72,6 +73,8 @@ class CaseRecord:
     outcome: str = "measured"  # then "ok", "regression", "improvement", an under-threshold change, "no baseline"...
     verdicts: list[Verdict] = field(default_factory=list)
     process_medians_ms: list[float] = field(default_factory=list)  # empty: measured in the pytest process
+    run_counts: list[dict[str, int]] = field(default_factory=list)  # each run's counts of its profiled iteration
+    explain: list[ExplainRow] = field(default_factory=list)  # what moved, where a verdict flags the case
 
     def payload(self) -> dict[str, Any]:
         """JSON-ready figures of the case, with the fraction of the architecture's peak."""
@@ -99,6 +102,7 @@ class CaseRecord:
                 for v in self.verdicts
                 if v.comparison is not None
             ],
+            explain=[r.as_dict() for r in self.explain],
         )
         return payload
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from meddpm.judge.ab import ab_verdicts
+from meddpm.judge.ab import ab_cases
 from meddpm.judge.baseline import (
     BaselineFile,
     CaseBaseline,
@@ -23,6 +23,8 @@ from meddpm.judge.baseline import (
     baseline_path,
     load_baseline,
 )
+from meddpm.judge.counts import farthest, judge_counts
+from meddpm.judge.explain import explain_counts, flagged
 from meddpm.judge.verdict import UNDER_THRESHOLD, Verdict, judge_case, judge_expectation, judge_figures, judge_samples
 from meddpm.measure.campaign.protocol import MeasuringCampaign
 from meddpm.measure.processes.ddp import DdpResult
@@ -80,14 +82,28 @@ class Judging:
             tol,
             record.process_medians_ms,
         )
+        return self.judge_counts(record)
+
+    def judge_counts(self, record: CaseRecord) -> list[Verdict]:
+        """Add the counts verdicts of the record's case against its stored spread (and, if flagged, what moved).
+
+        Counts need no quiet machine: the suite judges them for a case whose time is too noisy to judge.
+        """
+        stored = self.baselines.case(record.case)
+        assert stored is not None, "judge_counts() needs a stored case"
+        counts = judge_counts(str(record.case.key), record.run_counts, stored.counts)
+        record.verdicts = [*record.verdicts, *counts]
+        if flagged(record.verdicts) and stored.counts and record.run_counts:
+            record.explain = explain_counts(farthest(record.run_counts, stored.counts), stored.counts)
         return _settle(record)
 
     def judge_against_revision(self, record: CaseRecord, campaign: MeasuringCampaign) -> list[Verdict]:
-        """The A/B time verdict of the record's case: the working tree's process medians against the revision's."""
+        """The A/B verdicts of the record's case: the working tree's process medians and counts against the
+        revision's, and what moved where one flags it."""
         case = record.case
         stored = self.baselines.load(case.arch)
-        verdicts = ab_verdicts(campaign, stored.tolerances_for if stored else lambda key: Tolerances())
-        record.verdicts = [verdicts[case.combo]]
+        judged = ab_cases(campaign, stored.tolerances_for if stored else lambda key: Tolerances())[case.combo]
+        record.verdicts, record.explain = judged.verdicts, list(judged.explain)
         return _settle(record)
 
     def expectations(self, ratio: RatioCase) -> list[Expectation]:

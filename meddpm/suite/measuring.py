@@ -165,7 +165,8 @@ class Measuring:
         """The measurement of ``case`` (running its campaign if needed), recorded for the summary."""
         runs = self.campaign(case.on_gpu, case.preset, case.batch_size).measurements()[case.combo]
         record = self.records.setdefault(
-            case.id, CaseRecord(case, runs.pooled, process_medians_ms=runs.process_medians_ms)
+            case.id,
+            CaseRecord(case, runs.pooled, process_medians_ms=runs.process_medians_ms, run_counts=runs.run_counts),
         )
         return record.result
 

@@ -18,7 +18,7 @@ import torch
 from meddpm.errors import UserError, first_line
 from meddpm.judge.arch import KNOWN_ARCHS, detect_arch
 from meddpm.measure.processes.revision import check_revision, checkout_root
-from meddpm.report.tables import TERMINAL_TABLE, ddp_table, results_table
+from meddpm.report.tables import TERMINAL_TABLE, ddp_table, explain_table, results_table
 from meddpm.suite.cases import CPU, PerfCase, RatioCase
 from meddpm.suite.options import add_options, inapplicable_options, parse_options
 from meddpm.suite.records import append_history, ncu_tables
@@ -255,6 +255,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         for v in r.verdicts:
             if v.outcome not in ("unchanged", "not measured") or v.comparison is not None:
                 tr.write_line(v.message())
+        if r.explain:
+            tr.write_line(f"what moved in {r.case.id} (A: this run, B: the reference):")
+            tr.write_line(explain_table([row.as_dict() for row in r.explain]).to_string(index=False))
     unguarded = [f"{r.case.id} (no baseline)" for r in measured.records.values() if r.outcome == "no baseline"]
     unguarded += [
         f"{arch} {v.subject} (no sampling budget)"

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from meddpm.judge.baseline import BaselineFile, CaseBaseline, NcuBaseline, Noise, update_baseline
+from meddpm.judge.counts import count_ranges
 from meddpm.measure.energy.counter import ENERGY_METHOD
 from meddpm.measure.machine.environment import environment
 from meddpm.measure.processes.ddp import DdpResult
@@ -177,6 +178,7 @@ def _case_baseline(record: CaseRecord, env: dict[str, Any]) -> CaseBaseline:
         energy_method=ENERGY_METHOD if energy else "",
         energy_quantisation=None if energy is None else round(energy.quantisation, 5),
         energy_replicates_j=[] if energy is None else [round(x, 3) for x in energy.replicates],
+        counts=count_ranges(record.run_counts),
     )
 
 

@@ -80,8 +80,14 @@ class SuiteRun:
         """Time, memory and energy verdicts of ``case`` against its stored baseline."""
         return self.judging.judge(self.record(case))
 
+    def judge_counts(self, case: PerfCase) -> list[Verdict]:
+        """The counts verdicts of ``case`` against its stored spread (none where no case is stored)."""
+        if self.stored_case(case) is None:
+            return []
+        return self.judging.judge_counts(self.record(case))
+
     def judge_against_revision(self, case: PerfCase) -> list[Verdict]:
-        """The A/B time verdict of ``case``: the working tree's process medians against the revision's."""
+        """The A/B verdicts of ``case``: the working tree's process medians and counts against the revision's."""
         record, campaign = self.record(case), self.campaign(case.on_gpu, case.preset, case.batch_size)
         return self.judging.judge_against_revision(record, campaign)
 

@@ -7,7 +7,7 @@ from typing import Any
 import pandas as pd
 
 from meddpm.judge.verdict import UNDER_THRESHOLD
-from meddpm.report.tables import SUMMARY_TABLE, kernel_mix_table, ncu_table, results_table
+from meddpm.report.tables import SUMMARY_TABLE, explain_table, kernel_mix_table, ncu_table, results_table
 
 
 def _rounded(value: float | None, digits: int, scale: float = 1.0) -> float | None:
@@ -54,6 +54,21 @@ def not_guarded(results: dict[str, Any]) -> list[str]:
         if e["outcome"] == "no budget"
     ]
     return cases + sampling
+
+
+def explained(results: dict[str, Any]) -> list[str]:
+    """Markdown lines: the top rows of each flagged case's explanation (A: this run, B: its reference)."""
+    lines = []
+    for c in results["cases"]:
+        if c.get("explain"):
+            lines += [
+                f"What moved in {c['arch']} {c['preset']}/{c['combo']}/b{c['batch_size']} (A: this run, B: "
+                "the reference; docs/explain.md):",
+                "",
+                explain_table(c["explain"]).to_markdown(index=False),
+                "",
+            ]
+    return lines
 
 
 def markdown_summary(results: dict[str, Any]) -> str:
@@ -118,6 +133,7 @@ def markdown_summary(results: dict[str, Any]) -> str:
     problems = [v for c in results["cases"] for v in c["verdicts"] if any(word in v for word in changed)]
     if problems:
         lines += ["Changes against the baseline:", ""] + [f"- {p}" for p in problems] + [""]
+    lines += explained(results)
     unjudged = (" energy not judged:", " energy not comparable:")
     energy_notes = [v for c in results["cases"] for v in c["verdicts"] if any(u in v for u in unjudged)]
     if energy_notes:

@@ -1,9 +1,9 @@
 """Per-architecture baseline files (``baselines/<arch>.json``): schema, loading and atomic saving.
 
-Schema ``meddpm-baseline/3`` (documented in ``baselines/README.md``)::
+Schema ``meddpm-baseline/4`` (documented in ``baselines/README.md``)::
 
     {
-      "schema": "meddpm-baseline/3",
+      "schema": "meddpm-baseline/4",
       "arch": "h200",
       "tolerances": {"time_rel": 0.05, "memory_rel": 0.02, "energy_rel": 0.10, "alpha": 0.01},
       "expectations": [{"preset": "paper", "metric": "time", "combo": "opt1", "reference": "baseline",
@@ -14,6 +14,8 @@ Schema ``meddpm-baseline/3`` (documented in ``baselines/README.md``)::
                                    "samples_ms": [...], "median_ms": ..., "energy_samples_j": [...], ...,
                                    "process_medians_ms": [...], "noise": {"between_process_rel": ...,
                                    "between_run_rel": ..., "between_run_source": "..."},
+                                   "counts": {"launches": {"min": ..., "max": ...},
+                                              "launches.convolution": {...}, "bytes_allocated": {...}, ...},
                                    "environment": {...}}},
       "ratios": {"paper/b1": {"opt1/baseline": {"median": ..., "q1": ..., "q3": ...}}},
       "ncu": {"paper/opt1/b1": {"provenance": "measured", "totals": {"sm_cycles": ..., ...},
@@ -26,8 +28,12 @@ keys in :mod:`meddpm.measure.profiling.ncu_metrics`); ``ncu`` keeps the measured
 Version 2 added each case's per-process medians (the unit of its time verdict) and its measured
 noise; a version-1 file is read with neither (its cases are judged as before, by rounds).
 Version 3 added absolute expectations (``"reference": null``: a bound on the combo's own figure);
-a version-1 or 2 file is read as version 3 (it has none: its ``reference: null`` is refused) and
-is written back as version 3 by the next save. Every key is checked: an unknown one is refused,
+a version-1 or 2 file is read with none (its ``reference: null`` is refused).
+Version 4 added each case's ``counts``: the spread (min and max over the saving run's processes) of its
+profiled iteration's launches in all and per group, bytes allocated and FLOPs, which gate every run
+(docs/explain.md); a version-1 to 3 file is read as version 4 with no counts (its cases are not gated on
+counts until saved again) and may not hold them. An older file is written back as the current version by
+the next save. Every key is checked: an unknown one is refused,
 naming the nearest known key, rather than ignored.
 
 Energy is stored with the method it came from (``energy_method``), its counter bound
@@ -56,6 +62,7 @@ from meddpm.judge.baseline.model import (
     BaselineFile,
     CaseBaseline,
     CaseKey,
+    CountRange,
     Expectation,
     NcuBaseline,
     Noise,
@@ -72,6 +79,7 @@ __all__ = [
     "BaselineFile",
     "CaseBaseline",
     "CaseKey",
+    "CountRange",
     "Expectation",
     "NcuBaseline",
     "Noise",

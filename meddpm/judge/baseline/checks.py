@@ -70,6 +70,8 @@ def validate(baseline: BaselineFile) -> None:
                 median,
                 "a finite time above 0",
             )
+        for name, spread in case.counts.items():
+            _require(0 <= spread.min <= spread.max, f"{where}.counts[{name!r}].min", spread.min, "0 or more, up to max")
         for name in ("between_process_rel", "between_run_rel"):
             value = getattr(case.noise, name)
             _require(value is None or 0 <= value < 1, f"{where}.noise.{name}", value, "a fraction from 0 to 1, or null")

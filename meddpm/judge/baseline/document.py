@@ -12,6 +12,7 @@ from meddpm.judge.baseline.model import (
     SCHEMA,
     BaselineFile,
     CaseBaseline,
+    CountRange,
     Expectation,
     NcuBaseline,
     Noise,
@@ -53,6 +54,16 @@ def _noise(value: Any, where: str) -> Noise:
     )
 
 
+def _counts(value: Any, where: str) -> dict[str, CountRange]:
+    """A case's counts: ``{"launches": {"min": ..., "max": ...}, ...}``, whole numbers."""
+    ranges = {}
+    for name, spread in mapping(value, where).items():
+        at = f"{where}[{name!r}]"
+        d = object_with_keys(spread, at, field_names(CountRange), field_names(CountRange))
+        ranges[str(name)] = CountRange(min=integer(d["min"], f"{at}.min"), max=integer(d["max"], f"{at}.max"))
+    return ranges
+
+
 def _case(key: str, value: Any) -> CaseBaseline:
     where = f"cases[{key!r}]"
     d = object_with_keys(value, where, field_names(CaseBaseline), required_fields(CaseBaseline))
@@ -82,6 +93,7 @@ def _case(key: str, value: Any) -> CaseBaseline:
         energy_method=text(d.get("energy_method", ""), at("energy_method")),
         energy_quantisation=optional_number(d.get("energy_quantisation"), at("energy_quantisation")),
         energy_replicates_j=numbers(d.get("energy_replicates_j", []), at("energy_replicates_j")),
+        counts=_counts(d.get("counts", {}), at("counts")),
     )
     if str(case.key) != key:
         raise Invalid(f"{where} describing {case.key}", f"name it {str(case.key)!r} or correct its fields")
@@ -196,16 +208,26 @@ def baseline_2_to_3(document: dict[str, Any]) -> dict[str, Any]:
     for i, e in enumerate(expectations if isinstance(expectations, list) else []):
         if isinstance(e, dict) and "reference" in e and e["reference"] is None:
             raise Invalid(
-                f"expectations[{i}].reference = null (an absolute bound), which only {SCHEMA} reads",
+                f"expectations[{i}].reference = null (an absolute bound), which {OLD_SCHEMAS[2]} and later read",
                 f'set "schema" to "{SCHEMA}"',
             )
+    return document
+
+
+def baseline_3_to_4(document: dict[str, Any]) -> dict[str, Any]:
+    """Version 4 added each case's deterministic counts, optional: a version-3 file has none, so counts in
+    one are a mistake to refuse (its cases are judged without a counts gate until saved again)."""
+    cases = document.get("cases")
+    for key, case in (cases.items() if isinstance(cases, dict) else []):
+        if isinstance(case, dict) and "counts" in case:
+            raise Invalid(f"cases[{key!r}].counts, which {SCHEMA} and later read", f'set "schema" to "{SCHEMA}"')
     return document
 
 
 BASELINE = Kind(
     family="meddpm-baseline",
     versions=(*OLD_SCHEMAS, SCHEMA),
-    steps={OLD_SCHEMAS[0]: baseline_1_to_2, OLD_SCHEMAS[1]: baseline_2_to_3},
+    steps={OLD_SCHEMAS[0]: baseline_1_to_2, OLD_SCHEMAS[1]: baseline_2_to_3, OLD_SCHEMAS[2]: baseline_3_to_4},
     noun="baseline file",
     fix="restore it from version control or re-create it with --save-baseline",
     newer_fix="re-create it with --save-baseline (see baselines/README.md), or use the meddpm-perf that wrote it",
@@ -219,6 +241,8 @@ def to_dict(baseline: BaselineFile) -> dict[str, Any]:
         d = asdict(case)
         if d["tolerances"] is None:
             del d["tolerances"]
+        if not d["counts"]:  # none profiled (a data-parallel case, or saved before counts): nothing to store
+            del d["counts"]
         cases[key] = d
     return {
         "schema": SCHEMA,

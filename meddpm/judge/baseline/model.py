@@ -14,8 +14,8 @@ from typing import Any
 from meddpm.errors import UserError
 from meddpm.measure.energy.counter import ENERGY_METHOD, EnergyEstimate
 
-SCHEMA = "meddpm-baseline/3"
-OLD_SCHEMAS = ("meddpm-baseline/1", "meddpm-baseline/2")  # read and upgraded in memory
+SCHEMA = "meddpm-baseline/4"
+OLD_SCHEMAS = ("meddpm-baseline/1", "meddpm-baseline/2", "meddpm-baseline/3")  # read and upgraded in memory
 PROVENANCES = ("measured", "paper", "target")
 
 
@@ -110,6 +110,19 @@ class Noise:
 
 
 @dataclass(frozen=True)
+class CountRange:
+    """The spread of one deterministic count of an iteration (launches, bytes, FLOPs) over the saving run's
+    processes: a count outside it has moved (docs/explain.md)."""
+
+    min: int
+    max: int
+
+    def nearest(self, value: int) -> int:
+        """The stored value nearest ``value``: itself within the range, else the edge it crossed."""
+        return min(max(value, self.min), self.max)
+
+
+@dataclass(frozen=True)
 class CaseBaseline:
     """The stored measurement of one case."""
 
@@ -134,6 +147,7 @@ class CaseBaseline:
     energy_method: str = ""  # "" for energy read around single iterations (before counter windows)
     energy_quantisation: float | None = None
     energy_replicates_j: list[float] = field(default_factory=list)
+    counts: dict[str, CountRange] = field(default_factory=dict)  # empty: saved before counts, or none profiled
 
     @property
     def key(self) -> CaseKey:

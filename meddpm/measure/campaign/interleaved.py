@@ -12,6 +12,9 @@ Energy comes after the rounds, from one block of back-to-back iterations per com
 that a step of the card's energy counter is under 1 % of the block's energy (see
 :mod:`meddpm.measure.energy.counter`): a single iteration is shorter than the counter's period and
 reads 0 J or a whole step.
+
+Last, one iteration of each combo runs under the profiler, for its kernels (aten operators on a CPU)
+and the counts a baseline gates on (:mod:`meddpm.measure.profiling.iteration`, docs/explain.md).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from meddpm.measure.energy.block import measure_soaked_block, probe_combo
 from meddpm.measure.energy.power_sampler import PowerSampler, poll_period
 from meddpm.measure.machine.nvml import Gpu, GpuState, open_gpu
 from meddpm.measure.machine.timing import synchronize, time_once, time_synchronized
+from meddpm.measure.profiling.iteration import profile_iteration
 from meddpm.measure.statistics.descriptive import Stats
 from meddpm.model.config import ModelConfig
 from meddpm.run.combos import Combo
@@ -87,6 +91,7 @@ class Campaign:
             self._rounds(notify)
             if self.settings.energy:
                 self._energy(notify)
+            self._profile()
         except RuntimeError as exc:  # torch.cuda.OutOfMemoryError is one
             if not _out_of_memory(exc):
                 raise
@@ -234,6 +239,17 @@ class Campaign:
                 s.energy_soak,
             )
             self.results[name].energy_blocks.append(block)
+
+    def _profile(self) -> None:
+        """One more iteration of each combo under the profiler, after every timed one: its rows and counts.
+
+        Last, so that nothing timed runs under (or after) the profiler; see
+        :mod:`meddpm.measure.profiling.iteration`.
+        """
+        for name, step in self.steps.items():
+            result = self.results[name]
+            profiled = profile_iteration(step, self.device, result.flops_per_iter)
+            result.profile_rows, result.counts = list(profiled.rows), profiled.counts
 
     def _time_one(self, name: str, step: TrainStep) -> None:
         result, gpu, device = self.results[name], self._gpu, self.device

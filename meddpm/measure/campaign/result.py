@@ -16,6 +16,7 @@ import numpy as np
 
 from meddpm.measure.energy.counter import ENERGY_METHOD, BlockEnergy, EnergyEstimate, WindowEnergy
 from meddpm.measure.machine.nvml import GpuState
+from meddpm.measure.profiling.iteration import ProfileRow
 from meddpm.measure.statistics.descriptive import Stats, median_rel_se
 
 THROTTLE_CLOCK_FRACTION = 0.98
@@ -48,6 +49,10 @@ class ComboResult:
     gpu_states: list[GpuState] = field(default_factory=list)
     energy_blocks: list[BlockEnergy] = field(default_factory=list)
     sample_flops: int = 0
+    # One iteration profiled after the rounds (meddpm.measure.profiling.iteration): its kernels or aten
+    # operators, and the counts the gate judges (launches in all and per group, bytes allocated, FLOPs).
+    profile_rows: list[ProfileRow] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
 
     @property
     def stats(self) -> Stats:
@@ -188,6 +193,7 @@ class ComboResult:
         """Everything, with the derived figures, for JSON."""
         d = asdict(self)
         d.pop("gpu_states")
+        d.pop("profile_rows")  # a results file keeps a flagged case's explanation, not every run's rows
         d.update(
             stats=self.stats.as_dict(),
             reliable=self.reliable,
@@ -257,6 +263,16 @@ class ComboRuns:
     def gpu_states(self) -> list[GpuState]:
         """The card's states read during every run's rounds."""
         return [g for r in self.runs for g in r.gpu_states]
+
+    @property
+    def run_counts(self) -> list[dict[str, int]]:
+        """Each run's counts of its profiled iteration, in run order (runs profiled by no harness left out)."""
+        return [r.counts for r in self.runs if r.counts]
+
+    @property
+    def profile_rows(self) -> list[ProfileRow]:
+        """The first run's profiled iteration (the first process of its side), or none."""
+        return self.runs[0].profile_rows if self.runs else []
 
     @property
     def stop_reason(self) -> str:

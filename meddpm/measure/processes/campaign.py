@@ -31,6 +31,7 @@ from meddpm.measure.campaign.settings import CampaignSettings, worker_arguments
 from meddpm.measure.energy.counter import BlockEnergy
 from meddpm.measure.machine.nvml import GpuState
 from meddpm.measure.processes.worker import WORKER_SCHEMA
+from meddpm.measure.profiling.iteration import ProfileRow
 from meddpm.measure.statistics.descriptive import Stats
 from meddpm.model.config import ModelConfig
 from meddpm.run.train import TrainStep
@@ -89,6 +90,7 @@ def result_from_dict(data: dict) -> ComboResult:
         GpuState(**{**s, "clock_event_reasons": tuple(s["clock_event_reasons"])}) for s in fields.get("gpu_states", [])
     ]
     fields["energy_blocks"] = [BlockEnergy.from_dict(b) for b in fields.get("energy_blocks", [])]
+    fields["profile_rows"] = [ProfileRow(**r) for r in fields.get("profile_rows", [])]
     return ComboResult(**fields)
 
 

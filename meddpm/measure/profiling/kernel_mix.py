@@ -18,10 +18,19 @@ Triton-generated, not as convolutions):
 | copy | ``copy``, ``memcpy``, ``memset``, ``catarray``, ``fill``, ``settensor`` |
 | elementwise | ``elementwise``, ``upsample`` |
 | other | anything else |
+
+The coarser groups of a per-iteration profile (:mod:`meddpm.measure.profiling.iteration`), which the
+counts gate and the explanation of a flagged case use, put CUDA kernels and aten operators alike in
+one of :data:`GROUPS` by :data:`GROUP_PATTERNS` (regular expressions on the lower-cased name, first
+match wins). Inductor's generated kernels are named after the operators they fuse: its templates
+(``triton_tem_``) are convolutions or matrix products, its other kernels pointwise or reduction
+code, normalizations where a norm is fused in; a "convolution" in such a name is an epilogue on a
+convolution's output, not the convolution.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import pandas as pd
@@ -51,6 +60,42 @@ RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("copy", ("copy", "memcpy", "memset", "catarray", "fill", "settensor")),
     ("elementwise", ("elementwise", "upsample")),
 )
+
+
+GROUPS = ("convolution", "gemm", "normalization", "elementwise", "copy/layout", "communication", "other")
+
+_ELEMENTWISE_OPS = (
+    "add|sub|mul|div|neg|abs|sgn|exp|sqrt|rsqrt|sin|cos|pow|lerp|addcdiv|addcmul|clamp|where|maximum|minimum|"
+    "silu|silu_backward|sigmoid|sigmoid_backward|tanh|gelu|relu|threshold_backward|dropout|mean|sum|l1_loss|"
+    "softmax|_softmax|_softmax_backward_data|normal|randn_like|uniform"
+)
+_LAYOUT_OPS = (
+    "view|reshape|_reshape_alias|as_strided|expand|slice|narrow|select|squeeze|unsqueeze|t|split|chunk|detach|"
+    "to|_to_copy|resize|resize_as|zero|pad|constant_pad_nd|stack|index|gather|cat|contiguous|clone|flatten"
+)
+GROUP_PATTERNS: tuple[tuple[str, str], ...] = (
+    ("communication", r"nccl|all_?reduce|all_?gather|reduce_?scatter|c10d::|gloo"),
+    ("convolution", r"^triton_tem_\w*conv"),
+    ("gemm", r"^triton_tem_"),
+    ("normalization", r"^triton_\w*(norm|moments)"),
+    ("elementwise", r"^triton_"),
+    ("convolution", r"conv|wgrad|dgrad|fprop|implicit_gemm|winograd|im2col|col2im"),
+    ("gemm", r"gemm|cutlass|cublas|^aten::(mm|addmm|bmm|baddbmm|matmul|linear|einsum)$"),
+    ("normalization", r"norm|rowwisemoments|computefusedparams|computeinternalgradients|gammabetabackward"),
+    (
+        "copy/layout",
+        rf"copy|memcpy|memset|catarray|fill|settensor|nchwtonhwc|nhwctonchw|tensortransform|transpose|permute|"
+        rf"^aten::({_LAYOUT_OPS})_?$",
+    ),
+    ("elementwise", rf"elementwise|upsample|reduce|adam|multi_tensor_apply|foreach|^aten::({_ELEMENTWISE_OPS})_?$"),
+)
+_COMPILED_GROUPS = tuple((group, re.compile(pattern)) for group, pattern in GROUP_PATTERNS)
+
+
+def group_of(name: str) -> str:
+    """The group (one of :data:`GROUPS`) of a CUDA kernel or an aten operator, by :data:`GROUP_PATTERNS`."""
+    lowered = name.lower()
+    return next((group for group, pattern in _COMPILED_GROUPS if pattern.search(lowered)), "other")
 
 
 def categorize(kernel_name: str) -> str:
