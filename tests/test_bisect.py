@@ -63,6 +63,8 @@ def test_the_search_halves_toward_the_culprit():
 @dataclass
 class _Runs:
     process_medians_ms: list[float] = field(default_factory=list)
+    profile_rows: list = field(default_factory=list)
+    run_counts: list = field(default_factory=list)
 
 
 class PlantedCampaign:

@@ -34,6 +34,7 @@ from meddpm.judge.bisection import (
     side_of,
     slowdown_between_ends,
 )
+from meddpm.judge.explain import explain
 from meddpm.measure.campaign import inputs
 from meddpm.measure.campaign.protocol import Progress, Source
 from meddpm.measure.campaign.settings import CampaignSettings
@@ -42,6 +43,7 @@ from meddpm.measure.processes.campaign import ProcessCampaign
 from meddpm.measure.processes.revision import checkout_root, resolve_revision, revision
 from meddpm.measure.statistics.compare import Comparison, compare_processes
 from meddpm.model.config import ModelConfig
+from meddpm.report.tables import explain_table
 
 SCHEMA = "meddpm-bisect/1"
 PROCESSES = 3  # a side per step unless --processes says otherwise
@@ -144,7 +146,10 @@ class Walk:
             )
         if cut is not None:
             side = decided_side(comparison, cut)
-        step = Step(commit, against, comparison, side, time.monotonic() - started, extended)
+        candidate, reference = (campaign.measurements(s)[job.combo] for s in campaign.sources)
+        rows = tuple(r.as_dict() for r in explain(candidate.profile_rows, reference.profile_rows))
+        counts = (candidate.run_counts, reference.run_counts)
+        step = Step(commit, against, comparison, side, time.monotonic() - started, extended, rows, counts)
         self.steps.append(step)
         return step
 
@@ -196,6 +201,9 @@ def run_bisect(job: Bisection, range_text: str, json_path: Path, say: Callable[[
         f"culprit: {culprit} ratio {c.ratio:.4f} [{c.ci_low:.4f}, {c.ci_high:.4f}] p {c.p_slower:.2g} against its "
         f"parent {parent.sha[:9]}; {sum(s.seconds for s in walk.steps):.0f} s of measuring, {len(walk.steps)} A/B runs"
     )
+    if own.explain:
+        say(f"what moved from {parent.sha[:9]} to {culprit.sha[:9]} in {job.combo} (A: the culprit, B: its parent):")
+        say(explain_table(own.explain).to_string(index=False))
     _write(json_path, job, env, good, bad, cut, walk.steps, partial=False)
     say(f"results written to {json_path}")
     return 0

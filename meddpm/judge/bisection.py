@@ -45,6 +45,9 @@ class Step:
     side: Side  # after any extra processes; the ends' and the culprit's own step say "bad"
     seconds: float  # wall time of its processes
     extended: int = 0  # times more processes were added to an ambiguous step
+    # What moved between the two sides' first processes (meddpm.judge.explain), as JSON rows
+    explain: tuple[dict[str, object], ...] = ()
+    counts: tuple[list[dict[str, int]], list[dict[str, int]]] = ([], [])  # each process's counts, per side
 
     def as_dict(self) -> dict[str, object]:
         c = self.comparison
@@ -60,6 +63,8 @@ class Step:
             "side": self.side,
             "seconds": self.seconds,
             "extended": self.extended,
+            "explain": list(self.explain),
+            "counts": {"commit": self.counts[0], "against": self.counts[1]},
         }
 
 

@@ -1,0 +1,31 @@
+#!/bin/bash
+# On the GPU machine, from the repository root: bash docs/measurements/2026-11-26-issue42-bisect/gpu.sh OUT STAGE
+# STAGE: probe (candidate regressions and a tiny-preset process smoke), opt1 (bisect c00..c16), fast (bisect c12..c16).
+set -u
+OUT=$1
+STAGE=$2
+HERE=docs/measurements/2026-11-26-issue42-bisect
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+export PYTHONPATH=/tmp/site:$PWD
+nvidia-smi --query-gpu=name,uuid,driver_version,power.limit,clocks.sm,clocks.max.sm,temperature.gpu --format=csv \
+  > "$OUT/gpu-$STAGE.csv"
+python3 -c "import torch; print(torch.__version__, torch.version.cuda, torch.backends.cudnn.version())" \
+  > "$OUT/torch-$STAGE.txt"
+case $STAGE in
+probe)
+  python3 $HERE/probe.py > "$OUT/probe.log" 2>&1
+  python3 -m meddpm --device cuda --preset tiny --combos opt1,fast --processes 2 --iters 3 \
+    --json "$OUT/smoke.json" > "$OUT/smoke.log" 2>&1
+  tail -5 "$OUT/probe.log"; tail -8 "$OUT/smoke.log"
+  ;;
+opt1|fast)
+  [ -d /tmp/scratch ] || python3 $HERE/make_history.py /tmp/scratch ${EAGER:+--eager $EAGER} > "$OUT/history.log"
+  range=c00..c16; processes=3
+  [ "$STAGE" = fast ] && range=c12..c16 && processes=${FAST_PROCESSES:-2}
+  start=$(date +%s)
+  (cd /tmp/scratch && PYTHONPATH=/tmp/site:/tmp/scratch python3 -m meddpm --preset paper --bisect $range \
+    --combos "$STAGE" --processes $processes --json "$OUT/bisect-$STAGE.json" > "$OUT/bisect-$STAGE.log" 2>&1)
+  echo "rc $? wall $(( $(date +%s) - start )) s" >> "$OUT/bisect-$STAGE.log"
+  grep -v "process [0-9]*/" "$OUT/bisect-$STAGE.log" | tail -30
+  ;;
+esac
