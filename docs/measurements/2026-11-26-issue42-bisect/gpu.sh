@@ -1,6 +1,7 @@
 #!/bin/bash
 # On the GPU machine, from the repository root: bash docs/measurements/2026-11-26-issue42-bisect/gpu.sh OUT STAGE
-# STAGE: probe (candidate regressions and a tiny-preset process smoke), opt1 (bisect c00..c16), fast (bisect c12..c16).
+# STAGE: probe (combo-table candidates, a tiny-preset process smoke), probe_model (model-code candidates),
+# an eager combo (bisect c00..c16, 3 processes a side), fast (bisect c12..c16).
 set -u
 OUT=$1
 STAGE=$2
@@ -18,7 +19,10 @@ probe)
     --json "$OUT/smoke.json" > "$OUT/smoke.log" 2>&1
   tail -5 "$OUT/probe.log"; tail -8 "$OUT/smoke.log"
   ;;
-opt1|fast)
+probe_model)
+  python3 $HERE/probe_model.py --combo ${COMBO:-opt1} 2>&1 | grep -v Warning | tee "$OUT/probe-model-${COMBO:-opt1}.log"
+  ;;
+opt1|amp_bf16|opt12|fast)
   [ -d /tmp/scratch ] || python3 $HERE/make_history.py /tmp/scratch ${EAGER:+--eager $EAGER} > "$OUT/history.log"
   range=c00..c16; processes=3
   [ "$STAGE" = fast ] && range=c12..c16 && processes=${FAST_PROCESSES:-2}

@@ -6,8 +6,9 @@ DEST gets a copy of this tree's package (meddpm/, pyproject.toml) committed as `
 commits ``c01`` .. ``c16`` (tagged so), each a change a team makes every day: a note in NOTES.md, or a
 comment in the workload. Two are regressions in the workload's combo table:
 
-- ``c11``: COMBO turns FIELD on (default ``opt1:conv_bias_apart``: every convolution's bias added
-  by an elementwise kernel after it instead of inside it: a fusion undone);
+- ``c11``: a regression of the eager combos, one of :data:`REGRESSIONS` (``--eager``, default
+  ``silu_written_out``: SiLU after each GroupNorm written as ``h * sigmoid(h)``, two kernels and a
+  saved tensor where there was one fused op: a fusion undone), or COMBO:FIELD turned on in the combo table;
 - ``c14``: ``fast``'s first convolution goes back to cuDNN (``input_conv_by_taps`` off: a kernel choice).
 """
 
@@ -20,6 +21,21 @@ from pathlib import Path
 HERE = Path(__file__).resolve()
 TREE = HERE.parents[3]
 EAGER_AT, FAST_AT, LAST = 11, 14, 16
+# file, text, replacement, subject: the model-code regressions that probe_model.py measures
+REGRESSIONS = {
+    "silu_written_out": (
+        "meddpm/model/nn.py",
+        "        return F.silu(super().forward(x))\n",
+        "        h = super().forward(x)\n        return h * torch.sigmoid(h)\n",
+        "model: SiLU written out after GroupNorm",
+    ),
+    "emb_contiguous": (
+        "meddpm/model/unet.py",
+        "[:, :, None, None, None]\n",
+        "[:, :, None, None, None].expand_as(h).contiguous()\n",
+        "model: the timestep embedding made contiguous before it is added",
+    ),
+}
 
 
 def git(dest: Path, *args: str) -> None:
@@ -35,9 +51,8 @@ def commit(dest: Path, number: int, subject: str) -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("dest", type=Path)
-    p.add_argument("--eager", default="opt1:conv_bias_apart", help="COMBO:FIELD turned on at c11")
+    p.add_argument("--eager", default="silu_written_out", help=f"one of {sorted(REGRESSIONS)}, or COMBO:FIELD")
     args = p.parse_args()
-    combo, field = args.eager.split(":")
     dest = args.dest
     shutil.rmtree(dest, ignore_errors=True)
     dest.mkdir(parents=True)
@@ -51,7 +66,14 @@ def main() -> None:
     commit(dest, 0, "c00: the tree as measured")
     combos = dest / "meddpm" / "run" / "combos.py"
     for n in range(1, LAST + 1):
-        if n == EAGER_AT:
+        if n == EAGER_AT and args.eager in REGRESSIONS:
+            name, old, new, subject = REGRESSIONS[args.eager]
+            text = (dest / name).read_text()
+            assert text.count(old) == 1, f"{old!r} is not once in {name}"
+            (dest / name).write_text(text.replace(old, new))
+            commit(dest, n, f"c{n:02d}: {subject}")
+        elif n == EAGER_AT:
+            combo, field = args.eager.split(":")
             text = combos.read_text()
             line = re.search(rf'        Combo\("{combo}", "[^"]*"(, [a-z0-9_]+=[^,)]+)*\),\n', text)
             assert line is not None, f"no one-line Combo({combo!r}, ...) in combos.py"

@@ -30,10 +30,14 @@ combos = {name: get_combo(name) for name in ("opt1", "amp_bf16")}
 for name, (base, change) in CANDIDATES.items():
     combos[name] = dataclasses.replace(combos[base], name=name, **change)
 settings = CampaignSettings(warmup=3, min_rounds=15, max_rounds=15, energy=False)
-campaign = Campaign(ModelConfig.preset(args.preset), list(combos.values()), torch.device(args.device), settings=settings)
+campaign = Campaign(
+    ModelConfig.preset(args.preset), list(combos.values()), torch.device(args.device), settings=settings
+)
 results = campaign.run()
 for name, (base, _) in CANDIDATES.items():
     ratio = campaign.ratio(name, base)
-    print(f"{name:24s} {results[name].stats.median:9.3f} ms  vs {base} {results[base].stats.median:9.3f} ms  "
-          f"ratio {ratio.median:.4f} [{ratio.q1:.4f}, {ratio.q3:.4f}]")
+    print(
+        f"{name:24s} {results[name].stats.median:9.3f} ms  vs {base} {results[base].stats.median:9.3f} ms  "
+        f"ratio {ratio.median:.4f} [{ratio.q1:.4f}, {ratio.q3:.4f}]"
+    )
 campaign.close()
