@@ -7,8 +7,9 @@ commits ``c01`` .. ``c16`` (tagged so), each a change a team makes every day: a 
 comment in the workload. Two are regressions in the workload's combo table:
 
 - ``c11``: a regression of the eager combos, one of :data:`REGRESSIONS` (``--eager``, default
-  ``silu_written_out``: SiLU after each GroupNorm written as ``h * sigmoid(h)``, two kernels and a
-  saved tensor where there was one fused op: a fusion undone), or COMBO:FIELD turned on in the combo table;
+  ``swish_in_resblocks``: the SiLU after each residual block's second GroupNorm written as
+  ``x * sigmoid(x)``, two kernels and a saved tensor where there was one op: a fusion undone), or
+  COMBO:FIELD turned on in the combo table;
 - ``c14``: ``fast``'s first convolution goes back to cuDNN (``input_conv_by_taps`` off: a kernel choice).
 """
 
@@ -21,19 +22,34 @@ from pathlib import Path
 HERE = Path(__file__).resolve()
 TREE = HERE.parents[3]
 EAGER_AT, FAST_AT, LAST = 11, 14, 16
-# file, text, replacement, subject: the model-code regressions that probe_model.py measures
+# subject, then (file, text, replacement) edits: the model-code regressions (probe_model.py measures the first two)
 REGRESSIONS = {
     "silu_written_out": (
-        "meddpm/model/nn.py",
-        "        return F.silu(super().forward(x))\n",
-        "        h = super().forward(x)\n        return h * torch.sigmoid(h)\n",
         "model: SiLU written out after GroupNorm",
+        (
+            "meddpm/model/nn.py",
+            "        return F.silu(super().forward(x))\n",
+            "        h = super().forward(x)\n        return h * torch.sigmoid(h)\n",
+        ),
     ),
     "emb_contiguous": (
-        "meddpm/model/unet.py",
-        "[:, :, None, None, None]\n",
-        "[:, :, None, None, None].expand_as(h).contiguous()\n",
         "model: the timestep embedding made contiguous before it is added",
+        ("meddpm/model/unet.py", "[:, :, None, None, None]\n", "[:, :, None, None, None].expand_as(h).contiguous()\n"),
+    ),
+    # Half of silu_written_out: only the second activation of each residual block, as a Swish module.
+    "swish_in_resblocks": (
+        "model: a Swish module after each residual block's second GroupNorm",
+        (
+            "meddpm/model/unet.py",
+            "            GroupNormSiLU(groups, ch_out),\n            nn.Dropout(dropout),\n",
+            "            GroupNorm32(groups, ch_out),\n            Swish(),\n            nn.Dropout(dropout),\n",
+        ),
+        (
+            "meddpm/model/unet.py",
+            "class ResBlock(nn.Module):\n",
+            "class Swish(nn.Module):\n    def forward(self, x: torch.Tensor) -> torch.Tensor:\n"
+            "        return x * torch.sigmoid(x)\n\n\nclass ResBlock(nn.Module):\n",
+        ),
     ),
 }
 
@@ -51,7 +67,7 @@ def commit(dest: Path, number: int, subject: str) -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("dest", type=Path)
-    p.add_argument("--eager", default="silu_written_out", help=f"one of {sorted(REGRESSIONS)}, or COMBO:FIELD")
+    p.add_argument("--eager", default="swish_in_resblocks", help=f"one of {sorted(REGRESSIONS)}, or COMBO:FIELD")
     args = p.parse_args()
     dest = args.dest
     shutil.rmtree(dest, ignore_errors=True)
@@ -67,10 +83,11 @@ def main() -> None:
     combos = dest / "meddpm" / "run" / "combos.py"
     for n in range(1, LAST + 1):
         if n == EAGER_AT and args.eager in REGRESSIONS:
-            name, old, new, subject = REGRESSIONS[args.eager]
-            text = (dest / name).read_text()
-            assert text.count(old) == 1, f"{old!r} is not once in {name}"
-            (dest / name).write_text(text.replace(old, new))
+            subject, *edits = REGRESSIONS[args.eager]
+            for name, old, new in edits:
+                text = (dest / name).read_text()
+                assert text.count(old) == 1, f"{old!r} is not once in {name}"
+                (dest / name).write_text(text.replace(old, new))
             commit(dest, n, f"c{n:02d}: {subject}")
         elif n == EAGER_AT:
             combo, field = args.eager.split(":")
