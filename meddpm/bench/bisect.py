@@ -189,7 +189,9 @@ def run_bisect(job: Bisection, range_text: str, json_path: Path, say: Callable[[
                 known[commit.sha] = step
                 say(_step_line(len(walk.steps), step, cut) + f"; culprit in {_range(search)}")
             culprit, parent = search.culprit, search.parent_of_culprit(good)
-            own = known[culprit.sha] if parent == good else walk.measure(culprit, parent, None, "the culprit")
+            # Against its parent the question is only whether it is slower at all: an interval straddling 1
+            # gets more processes, as a halving's straddling its cut does.
+            own = known[culprit.sha] if parent == good else walk.measure(culprit, parent, 1.0, "the culprit")
             if own is not walk.steps[-1]:
                 walk.steps.append(own)  # the culprit's own comparison is the report's last step
         except KeyboardInterrupt:
@@ -197,6 +199,8 @@ def run_bisect(job: Bisection, range_text: str, json_path: Path, say: Callable[[
             say(f"interrupted after {len(walk.steps)} step(s); what was measured is in {json_path}")
             return 130
     c = own.comparison
+    if own.side != "bad":
+        say(f"note: {culprit} is not clearly slower than its parent; the slowdown may be spread over several commits")
     say(
         f"culprit: {culprit} ratio {c.ratio:.4f} [{c.ci_low:.4f}, {c.ci_high:.4f}] p {c.p_slower:.2g} against its "
         f"parent {parent.sha[:9]}; {sum(s.seconds for s in walk.steps):.0f} s of measuring, {len(walk.steps)} A/B runs"

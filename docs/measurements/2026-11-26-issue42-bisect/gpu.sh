@@ -1,7 +1,7 @@
 #!/bin/bash
 # On the GPU machine, from the repository root: bash docs/measurements/2026-11-26-issue42-bisect/gpu.sh OUT STAGE
 # STAGE: probe (combo-table candidates, a tiny-preset process smoke), probe_model (model-code candidates),
-# an eager combo (bisect c00..c16, 3 processes a side), fast (bisect c12..c16).
+# an eager combo (bisect c00..c16, 3 processes a side), fast (bisect c13..c15, 2 processes a side).
 set -u
 OUT=$1
 STAGE=$2
@@ -25,7 +25,7 @@ probe_model)
 opt1|amp_bf16|opt12|fast)
   [ -d /tmp/scratch ] || python3 $HERE/make_history.py /tmp/scratch ${EAGER:+--eager $EAGER} > "$OUT/history.log"
   range=c00..c16; processes=3
-  [ "$STAGE" = fast ] && range=c12..c16 && processes=${FAST_PROCESSES:-2}
+  [ "$STAGE" = fast ] && range=${FAST_RANGE:-c13..c15} && processes=${FAST_PROCESSES:-2}
   start=$(date +%s)
   (cd /tmp/scratch && PYTHONPATH=/tmp/site:/tmp/scratch python3 -m meddpm --preset paper --bisect $range \
     --combos "$STAGE" --processes $processes --json "$OUT/bisect-$STAGE.json" > "$OUT/bisect-$STAGE.log" 2>&1)
