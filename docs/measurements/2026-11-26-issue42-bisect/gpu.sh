@@ -22,6 +22,17 @@ probe)
 probe_model)
   python3 $HERE/probe_model.py --combo ${COMBO:-opt1} 2>&1 | grep -v Warning | tee "$OUT/probe-model-${COMBO:-opt1}.log"
   ;;
+suite)
+  # The counts gate across machine starts: SAVE=1 stores the training cases (counts among them) from 3
+  # processes; a later start runs the same cases against what was saved.
+  arch=$(python3 -c "import torch; from meddpm.judge.arch import detect_arch; print(detect_arch(torch.device('cuda')))")
+  tag=${TAG:-$arch}
+  python3 -m pytest perf_tests -m "$arch" -k "test_training_step and (amp_bf16 or fast or opt1)" -p no:cacheprovider \
+    --perf-processes=3 ${SAVE:+--save-baseline} --perf-results-dir="$OUT/suite-$tag" > "$OUT/suite-$tag.log" 2>&1
+  echo "rc $?" >> "$OUT/suite-$tag.log"
+  cp "baselines/$arch.json" "$OUT/$arch-after-$tag.json"
+  grep -E "counts|passed|failed|rc " "$OUT/suite-$tag.log" | tail -25
+  ;;
 opt1|amp_bf16|opt12|fast)
   [ -d /tmp/scratch ] || python3 $HERE/make_history.py /tmp/scratch ${EAGER:+--eager $EAGER} > "$OUT/history.log"
   range=c00..c16; processes=3
