@@ -272,3 +272,18 @@ def test_the_explanation_table_shows_the_rows_by_name_most_moved_first():
     table = explain_table(rows, n=2)
     assert list(table["name"]) == ["aten::special_erf", "aten::convolution"]
     assert list(table.columns) == ["name", "category", "change", "calls A", "calls B", "ms A", "ms B"]
+
+
+def test_bytes_allocated_may_move_within_the_slack_between_machine_starts_and_no_further():
+    from meddpm.judge.counts import SLACK, judge_counts
+    from meddpm.measure.profiling.iteration import BYTES_ALLOCATED, LAUNCHES
+
+    stored = {LAUNCHES: CountRange(2137, 2137), BYTES_ALLOCATED: CountRange(67_220_573_184, 67_220_573_184)}
+    # Two H200 starts of the same code: the bytes moved by 5.7 MB (cuDNN's workspaces), the launches not at all.
+    other_start = [{LAUNCHES: 2137, BYTES_ALLOCATED: 67_214_907_904}]
+    assert [v.outcome for v in judge_counts("amp_bf16", other_start, stored)] == ["unchanged"]
+    one_more_tensor = [{LAUNCHES: 2137, BYTES_ALLOCATED: int(67_220_573_184 * (1 + 2 * SLACK[BYTES_ALLOCATED]))}]
+    assert [v.outcome for v in judge_counts("amp_bf16", one_more_tensor, stored)] == ["regression"]
+    assert [
+        v.outcome for v in judge_counts("amp_bf16", [{LAUNCHES: 2138, BYTES_ALLOCATED: 67_220_573_184}], stored)
+    ] == ["regression"]
