@@ -28,7 +28,7 @@ suite)
   arch=$(python3 -c "import torch; from meddpm.judge.arch import detect_arch; print(detect_arch(torch.device('cuda')))")
   tag=${TAG:-$arch}
   python3 -m pytest perf_tests -m "$arch" -k "test_training_step and (amp_bf16 or fast or opt1)" -p no:cacheprovider \
-    --perf-processes=3 ${SAVE:+--save-baseline} --perf-results-dir="$OUT/suite-$tag" > "$OUT/suite-$tag.log" 2>&1
+    --perf-processes=3 ${SAVE:+--save-baseline} ${FORCE:+--force-save-baseline} --perf-results-dir="$OUT/suite-$tag" > "$OUT/suite-$tag.log" 2>&1
   echo "rc $?" >> "$OUT/suite-$tag.log"
   cp "baselines/$arch.json" "$OUT/$arch-after-$tag.json"
   grep -E "counts|passed|failed|rc " "$OUT/suite-$tag.log" | tail -25
