@@ -46,8 +46,14 @@ SUITE = (
     f"{PY} -m pytest {REPO}/perf_tests -m cpu -q -p no:cacheprovider --perf-max-rounds=2 --perf-min-rounds=2 "
     "--perf-warmup=0 --combos=baseline --perf-results-dir={T}/r --baseline-dir={T}/b"
 )
-# Signal rows: long enough (30 rounds) that a signal 10 s into the case lands after some rounds are measured.
+# Signal rows: long enough (30 rounds) that a signal soon after the first timed round lands mid-campaign.
 SUITE_V = SUITE.replace(" -q ", " -v ").replace("rounds=2", "rounds=30")
+# The suite's progress lines that prove a round was timed (so results.json has something to keep): an
+# in-process campaign prints "  round 1 " once its first round is measured, a process campaign
+# "  process 1/N" once its first worker process has finished all of its rounds. A fixed delay after
+# the test's name fell before the first round on a busy machine, where the suite rightly writes nothing.
+ROUND_TIMED = "  round 1 "
+PROCESS_TIMED = "  process 1/"
 FIX: Path  # shared fixtures made once: a tiny baseline, a suite results.json, a bench JSON, history databases
 TIMEOUT_SCALE = 1.0  # --timeout-scale: a machine busy with other work runs everything slower
 BAD_OUTPUT = ("Traceback (most recent call last)", "INTERNALERROR")
@@ -710,6 +716,64 @@ row(
     item=5,
 )
 
+
+def undrivable_commit(T: Path) -> None:
+    """A clone whose HEAD~1 breaks the model room on import and whose HEAD reverts that: HEAD~1 cannot be driven."""
+    clone(T)
+    git = ["git", "-C", str(T / "repo"), "-c", "user.name=campaign", "-c", "user.email=campaign@example.invalid"]
+    with open(T / "repo/meddpm/model/__init__.py", "a") as f:
+        f.write('raise ImportError("this revision breaks its model room on purpose")\n')
+    subprocess.run([*git, "commit", "-qam", "break the model room"], check=True)
+    subprocess.run([*git, "revert", "--no-edit", "HEAD"], check=True, capture_output=True)
+
+
+# --bisect GOOD..BAD: a malformed or impossible range, or an option it cannot combine, is one line before measuring.
+for name, args, words in [
+    ("bisect one revision", "--bisect HEAD", ("GOOD..BAD", "'HEAD'")),
+    ("bisect no good end", "--bisect ..HEAD", ("GOOD..BAD", "..HEAD")),
+    ("bisect no bad end", "--bisect HEAD..", ("GOOD..BAD", "HEAD..")),
+    ("bisect empty range", "--bisect ''", ("GOOD..BAD",)),
+    ("bisect three dots", "--bisect HEAD~1...HEAD", ("GOOD..BAD", "...")),
+    ("bisect a..b..c", "--bisect a..b..c", ("--bisect", "unknown revision", "'a'")),
+    ("bisect two ranges in one", "--bisect HEAD~2..HEAD~1..HEAD", ("--bisect", "HEAD~1..HEAD")),
+    ("bisect good unknown", "--bisect no-such-rev..HEAD", ("--bisect", "no-such-rev")),
+    ("bisect bad unknown", "--bisect HEAD~1..no-such-rev", ("--bisect", "no-such-rev")),
+    ("bisect good after bad", "--bisect HEAD..HEAD~2", ("not an ancestor", "older")),
+    ("bisect good equals bad", "--bisect HEAD..HEAD", ("HEAD", "older")),
+    ("bisect good off the first-parent line", "--bisect 8df1feb^2..8df1feb", ("first-parent",)),
+    ("bisect two combos", "--combos baseline,opt2 --bisect HEAD~1..HEAD", ("one combo", "--combos")),
+    ("bisect with compare-to", "--bisect HEAD~1..HEAD --compare-to HEAD~1", ("--compare-to",)),
+    ("bisect with history and sample", "--bisect HEAD~1..HEAD --history h.sqlite --sample", ("--history", "--sample")),
+    ("bisect with kernel-mix", "--bisect HEAD~1..HEAD --kernel-mix", ("--kernel-mix",)),
+    ("bisect with gpus", "--bisect HEAD~1..HEAD --gpus 2", ("--gpus",)),
+    ("bisect processes 1", "--bisect HEAD~1..HEAD --processes 1", ("--processes", "2")),
+]:
+    combos = "" if "--combos" in args else "--combos baseline "
+    row(
+        f"bench {name}",
+        E,
+        f"{BENCH} {combos}--iters 1 --warmup 1 {args} --json r.json",
+        refuse(*words, under=40, absent=("r.json", "bench-results", "h.sqlite")),
+        timeout=60,
+    )
+row(
+    "bench compare-to an undrivable revision",
+    E,
+    f"cd {{T}}/repo && PYTHONPATH={{T}}/repo {BENCH} {QUICK} --compare-to HEAD~1 --json {{T}}/r.json",
+    refuse("--compare-to", "cannot drive", "break", "first commit after it", "Revert", under=60, absent=("r.json",)),
+    setup=undrivable_commit,
+    timeout=90,
+)
+row(
+    "bench bisect from an undrivable revision",
+    E,
+    f"cd {{T}}/repo && PYTHONPATH={{T}}/repo {BENCH} {QUICK} --bisect HEAD~1..HEAD --json {{T}}/r.json",
+    # three worker checks (the bad end, the good end, the search for a drivable commit), each importing torch
+    refuse("--bisect", "cannot drive", "first commit after it", under=90, absent=("r.json",)),
+    setup=undrivable_commit,
+    timeout=90,
+)
+
 # ---------------------------------------------------------------- rows: the suite
 
 S = "suite"
@@ -861,7 +925,7 @@ row(
     f"exec {SUITE_V}",
     interrupted(rc=(1, 2, 130), extra=partial_json("r/results.json")),
     setup=with_baseline(),
-    signal=("test_training_step", signal.SIGINT, 10.0),
+    signal=(ROUND_TIMED, signal.SIGINT, 1.0),
     item=8,
 )
 row(
@@ -872,7 +936,7 @@ row(
         rc=(1, 2, 130), extra=all_of(partial_json("r/results.json"), unchanged("b/cpu.json", "b/cpu.json.sha"))
     ),
     setup=steps(with_baseline(), digest("b/cpu.json")),
-    signal=("test_training_step", signal.SIGINT, 10.0),
+    signal=(ROUND_TIMED, signal.SIGINT, 1.0),
 )
 row(
     "suite SIGTERM in a case, saving",
@@ -880,7 +944,7 @@ row(
     f"exec {SUITE_V} --save-baseline",
     interrupted(rc=(1, 2, 130, 143, -15), extra=unchanged("b/cpu.json", "b/cpu.json.sha")),
     setup=steps(with_baseline(), digest("b/cpu.json")),
-    signal=("test_training_step", signal.SIGTERM, 10.0),
+    signal=(ROUND_TIMED, signal.SIGTERM, 1.0),
 )
 row(
     "suite SIGINT in a process campaign",
@@ -888,7 +952,7 @@ row(
     f"exec {SUITE_V} --perf-processes=2",
     interrupted(rc=(1, 2, 130), extra=all_of(partial_json("r/results.json"), no_leftovers)),
     setup=with_baseline(),
-    signal=("test_training_step", signal.SIGINT, 30.0),
+    signal=(PROCESS_TIMED, signal.SIGINT, 2.0),
     timeout=150,
     item=8,
 )
