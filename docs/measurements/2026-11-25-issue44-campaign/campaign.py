@@ -1698,7 +1698,8 @@ def fixtures(base: Path) -> Path:
     t = Path(tempfile.mkdtemp(dir=base))
     (t / "b").mkdir()
     (t / "r").mkdir()
-    cmd = SUITE.format(T=t) + " --save-baseline"
+    # forced: on a busy machine two rounds are often too spread out to save unforced
+    cmd = SUITE.format(T=t) + " --save-baseline --force-save-baseline"
     _sh(cmd, t, env)
     shutil.copy(t / "b/cpu.json", fix / "cpu.json")
     shutil.copy(t / "r/results.json", fix / "results.json")
@@ -1877,15 +1878,21 @@ def _describe_callable(r: Row) -> str:
 def main() -> int:
     global FIX, TIMEOUT_SCALE
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("-k", default="", help="run only rows whose name contains this")
+    ap.add_argument("-k", action="append", default=[], help="run only rows whose name contains this (repeatable)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--timeout-scale", type=float, default=1.0, help="multiply every row's timeout (a loaded machine)")
     ap.add_argument("--out", type=Path, default=HERE)
     ap.add_argument("--fixtures", type=Path, help="reuse the fixtures folder of an earlier run (kept there)")
+    ap.add_argument(
+        "--merge",
+        action="store_true",
+        help="with -k: replace those rows in --out's results.jsonl (a full run's) and rewrite both files from it",
+    )
     a = ap.parse_args()
     TIMEOUT_SCALE = a.timeout_scale
-    picked = [i for i, r in enumerate(ROWS) if a.k.lower() in r.name.lower()]
+    picked = [i for i, r in enumerate(ROWS) if not a.k or any(k.lower() in r.name.lower() for k in a.k)]
+    earlier = _earlier_results(a.out / "results.jsonl") if a.merge else {}
     if a.list:
         for i in picked:
             print(f"{ROWS[i].surface:9} {ROWS[i].name}")
@@ -1925,19 +1932,32 @@ def main() -> int:
     shutil.rmtree(base, ignore_errors=True)
     partial.close()
     (a.out / "results.partial.jsonl").unlink()
-    ordered = [results[i] for i in picked]
-    good = sum(d["handled_well"] for d in ordered)
     wall = time.monotonic() - t0
-    a.out.mkdir(parents=True, exist_ok=True)
+    if a.merge:
+        rerun = [results[i]["name"] for i in picked]
+        earlier.update({d["name"]: d for d in results.values()})
+        ordered = [earlier[r.name] for r in ROWS if r.name in earlier]
+        run = f"a full run, then {len(rerun)} row(s) rerun with -k and merged: {', '.join(rerun)}"
+    else:
+        ordered = [results[i] for i in picked]
+        run = f"{wall:.0f} s"
+    good = sum(d["handled_well"] for d in ordered)
     with open(a.out / "results.jsonl", "w") as f:
         for d in ordered:
             f.write(json.dumps(d, ensure_ascii=False) + "\n")
-    write_markdown(a.out / "results.md", ordered, good, wall)
+    write_markdown(a.out / "results.md", ordered, good, f"{run}; {os.cpu_count()} CPU cores, {a.workers} workers")
     print(f"{len(ordered)} inputs: {good} handled well, {len(ordered) - good} not ({wall:.0f} s)")
     return 0
 
 
-def write_markdown(path: Path, rows: list[dict[str, Any]], good: int, wall: float) -> None:
+def _earlier_results(path: Path) -> dict[str, dict[str, Any]]:
+    """A full run's rows by name, for --merge; refused if there is none."""
+    if not path.is_file():
+        sys.exit(f"campaign: --merge needs a full run's {path}")
+    return {d["name"]: d for d in map(json.loads, path.read_text().splitlines())}
+
+
+def write_markdown(path: Path, rows: list[dict[str, Any]], good: int, how: str) -> None:
     def cell(s: Any) -> str:
         return str(s).replace("|", "\\|").replace("\n", " ")
 
@@ -1947,8 +1967,7 @@ def write_markdown(path: Path, rows: list[dict[str, Any]], good: int, wall: floa
     lines = [
         "# Bad-input campaign: results",
         "",
-        f"{len(rows)} inputs: **{good} handled well, {len(rows) - good} not** (commit {commit}, {wall:.0f} s on "
-        f"{os.cpu_count()} CPU cores, 2 workers).",
+        f"{len(rows)} inputs: **{good} handled well, {len(rows) - good} not** (commit {commit}; {how}).",
         "",
         "| surface | count | handled well | not |",
         "| --- | --- | --- | --- |",
