@@ -197,3 +197,16 @@ def test_the_writability_probe_leaves_nothing_behind(tmp_path):
     inputs.writable_folder("--baseline-dir", tmp_path / "new" / "baselines")
     inputs.writable_file("--json", tmp_path / "r.json", "the results")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_path_the_system_cannot_look_up_is_one_line(tmp_path):
+    # The system refuses to stat a name over NAME_MAX (ENAMETOOLONG) or a symlink loop (ELOOP).
+    too_long = tmp_path / ("x" * 300 + ".json")
+    with pytest.raises(UserError, match=r"^--json .*x\.json: File name too long; give another path$"):
+        inputs.writable_file("--json", too_long, "the results")
+    with pytest.raises(UserError, match=r"^--perf-results-dir .*: File name too long; give another path$"):
+        inputs.writable_folder("--perf-results-dir", too_long)
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    with pytest.raises(UserError, match=r"^--json .*loop: Too many levels of symbolic links; give another path$"):
+        inputs.writable_file("--json", loop, "the results")

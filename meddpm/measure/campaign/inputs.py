@@ -6,8 +6,10 @@ a folder or file that must be writable: each a UserError naming the option, rais
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from meddpm.atomic import write_target
@@ -94,6 +96,26 @@ def _cannot_write(folder: Path) -> str | None:
 
 def writable_folder(option: str, path: Path) -> None:
     """A UserError unless ``path`` is a folder that exists or can be made, and can be written to."""
+    with _unusable_path(option, path):
+        _check_folder(option, path)
+
+
+def writable_file(option: str, path: Path, what: str) -> None:
+    """A UserError unless the file ``path`` (``what`` it holds, in words) can be written now."""
+    with _unusable_path(option, path):
+        _check_file(option, path, what)
+
+
+@contextlib.contextmanager
+def _unusable_path(option: str, path: Path) -> Iterator[None]:
+    """A path the system refuses to look up (a name too long, a symlink loop) as a one-line UserError."""
+    try:
+        yield
+    except OSError as exc:
+        raise UserError(f"{option} {path}: {exc.strerror or exc}; give another path") from None
+
+
+def _check_folder(option: str, path: Path) -> None:
     if path.exists() and not path.is_dir():
         raise UserError(f"{option} {path} is a file; point it at a folder")
     existing = _nearest_folder(path)
@@ -104,8 +126,7 @@ def writable_folder(option: str, path: Path) -> None:
         raise UserError(f"{option} {path} cannot be written ({reason} in {existing}); choose another folder")
 
 
-def writable_file(option: str, path: Path, what: str) -> None:
-    """A UserError unless the file ``path`` (``what`` it holds, in words) can be written now."""
+def _check_file(option: str, path: Path, what: str) -> None:
     if path.is_dir():
         raise UserError(f"{path} is a directory; give {option} a file path such as {path / 'results.json'}")
     target = write_target(path)  # a device, a pipe or a link to one is refused before measuring
