@@ -4,6 +4,8 @@ defaults and checks from it, and the shared input checks are one rule for both t
 from __future__ import annotations
 
 import argparse
+import errno
+import os
 import tempfile
 from pathlib import Path
 
@@ -210,3 +212,23 @@ def test_a_path_the_system_cannot_look_up_is_one_line(tmp_path):
     loop.symlink_to(loop)
     with pytest.raises(UserError, match=r"^--json .*loop: Too many levels of symbolic links; give another path$"):
         inputs.writable_file("--json", loop, "the results")
+
+
+def test_an_immutable_results_file_is_refused_before_measuring(tmp_path, monkeypatch):
+    # chattr +i needs root: the open the probe makes gets the EPERM an immutable or append-only file gives.
+    target = tmp_path / "r.json"
+    target.write_text("old")
+    real_open = os.open
+
+    def immutable(path, flags, *args):
+        if Path(path) == target and flags & (os.O_WRONLY | os.O_RDWR):
+            raise PermissionError(errno.EPERM, "Operation not permitted", str(path))
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(os, "open", immutable)
+    with pytest.raises(UserError, match=r"^cannot write the results to .*r\.json: Operation not permitted replacing"):
+        inputs.writable_file("--json", target, "the results")
+    assert target.read_text() == "old"
+    monkeypatch.undo()
+    target.chmod(0o444)  # permission bits alone do not stop the atomic writer's rename: accepted
+    inputs.writable_file("--json", target, "the results")

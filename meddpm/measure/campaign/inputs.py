@@ -7,6 +7,7 @@ a folder or file that must be writable: each a UserError naming the option, rais
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import tempfile
 from collections.abc import Iterator
@@ -94,6 +95,22 @@ def _cannot_write(folder: Path) -> str | None:
     return None
 
 
+def _cannot_replace(target: Path) -> str | None:
+    """Why the existing file ``target`` cannot be replaced though its folder is writable, or None.
+
+    An immutable or append-only file refuses to be opened for writing with EPERM (permission bits
+    give EACCES, and do not stop the atomic writer's rename); opened without truncating, it is left
+    as it was.
+    """
+    if not target.is_file():
+        return None
+    try:
+        os.close(os.open(target, os.O_WRONLY))
+    except PermissionError as exc:
+        return exc.strerror if exc.errno == errno.EPERM else None
+    return None
+
+
 def writable_folder(option: str, path: Path) -> None:
     """A UserError unless ``path`` is a folder that exists or can be made, and can be written to."""
     with _unusable_path(option, path):
@@ -136,3 +153,6 @@ def _check_file(option: str, path: Path, what: str) -> None:
     reason = _cannot_write(folder)
     if reason is not None:
         raise UserError(f"cannot write {what} to {path}: {reason} in {folder}; give a writable {option} path")
+    reason = _cannot_replace(target)
+    if reason is not None:
+        raise UserError(f"cannot write {what} to {path}: {reason} replacing it; give a writable {option} path")
