@@ -125,6 +125,8 @@ def test_a_default_round_limit_rises_to_the_least_given():
         ("max-rounds", 2, "--{}max-rounds must be at least 5, got 2"),
         ("rel-iqr", 0.0, "--{}rel-iqr must be above 0, got 0.0"),
         ("budget", -1.0, "--{}budget must be above 0, got -1.0"),
+        ("budget", float("inf"), "--{}budget must be finite, got inf; give a number of the size you mean"),
+        ("rel-iqr", float("inf"), "--{}rel-iqr must be finite, got inf; give a number of the size you mean"),
         ("median-precision", 1.0, "--{}median-precision must be 0 (off) or between 0 and 1, got 1.0"),
         ("warmup", 1001, "--{}warmup must be at most 1000, got 1001; see --help for what it costs"),
         ("min-rounds", 10001, "--{}min-rounds must be at most 10000, got 10001; see --help for what it costs"),
