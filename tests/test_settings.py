@@ -234,3 +234,15 @@ def test_an_immutable_results_file_is_refused_before_measuring(tmp_path, monkeyp
     monkeypatch.undo()
     target.chmod(0o444)  # permission bits alone do not stop the atomic writer's rename: accepted
     inputs.writable_file("--json", target, "the results")
+
+
+@pytest.mark.parametrize(
+    "option, value, message",
+    [
+        ("--ncu-replay", "zz", "unknown ncu replay mode 'zz'"),
+        ("--ncu-timeout", -1.0, "--ncu-timeout must be above 0, got -1.0"),
+    ],
+)
+def test_a_mistyped_ncu_setting_is_refused_without_ncu_too(option, value, message, tmp_path):
+    with pytest.raises(UserError, match=f"^{message}"):
+        parse_options(_Config(tmp_path, **{option: value}))
