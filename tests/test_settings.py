@@ -246,3 +246,9 @@ def test_an_immutable_results_file_is_refused_before_measuring(tmp_path, monkeyp
 def test_a_mistyped_ncu_setting_is_refused_without_ncu_too(option, value, message, tmp_path):
     with pytest.raises(UserError, match=f"^{message}"):
         parse_options(_Config(tmp_path, **{option: value}))
+
+
+@pytest.mark.parametrize("spec", ["baseline,,opt2", "baseline,", ",baseline", "baseline, ,opt2"])
+def test_an_empty_combo_name_is_refused_not_skipped(spec):
+    with pytest.raises(UserError, match="has an empty name; give the names separated by single commas$"):
+        inputs.parse_combos(spec)

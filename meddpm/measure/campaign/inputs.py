@@ -42,6 +42,8 @@ def parse_combos(spec: str | None) -> tuple[str, ...] | None:
     names = tuple(COMBOS) if spec.strip() == "all" else tuple(n.strip() for n in spec.split(",") if n.strip())
     if not names:
         raise UserError(f"no combos given in --combos; choose from {', '.join(COMBOS)} or 'all'")
+    if spec.strip() != "all" and len(names) != len(spec.split(",")):  # a name lost between commas, say
+        raise UserError(f"--combos {spec!r} has an empty name; give the names separated by single commas")
     for name in names:
         get_combo(name)
     twice = sorted({name for name in names if names.count(name) > 1}, key=names.index)
