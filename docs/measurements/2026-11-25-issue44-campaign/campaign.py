@@ -46,8 +46,9 @@ SUITE = (
     f"{PY} -m pytest {REPO}/perf_tests -m cpu -q -p no:cacheprovider --perf-max-rounds=2 --perf-min-rounds=2 "
     "--perf-warmup=0 --combos=baseline --perf-results-dir={T}/r --baseline-dir={T}/b"
 )
-# Signal rows: long enough (30 rounds) that a signal soon after the first timed round lands mid-campaign.
-SUITE_V = SUITE.replace(" -q ", " -v ").replace("rounds=2", "rounds=30")
+# Signal rows: long enough (30 rounds) that a signal soon after the first timed round lands mid-campaign, and
+# -s, since pytest otherwise captures the suite's progress lines into the test's report instead of showing them.
+SUITE_V = SUITE.replace(" -q ", " -v -s ").replace("rounds=2", "rounds=30")
 # The suite's progress lines that prove a round was timed (so results.json has something to keep): an
 # in-process campaign prints "  round 1 " once its first round is measured, a process campaign
 # "  process 1/N" once its first worker process has finished all of its rounds. A fixed delay after
@@ -777,6 +778,19 @@ row(
 # ---------------------------------------------------------------- rows: the suite
 
 S = "suite"
+PYTEST_USAGE = ("energy maybe", "batch abc", "unknown option")  # values pytest's own option parser refuses
+
+
+def argparse_line(*words: str) -> Callable[[Result], str | None]:
+    """pytest's usage error: one "error:" line names the problem (the rest is its usage, inifile and rootdir)."""
+
+    def check(r: Result) -> str | None:
+        line = next((ln for ln in _lines(r.err) if "error:" in ln and "usage:" not in ln), "")
+        return _words(line, words) if line else "no 'error:' line from pytest's option parser"
+
+    return check
+
+
 for name, args, words, item in [
     ("warmup -1", "--perf-warmup=-1", ("perf-warmup",), None),
     ("min-rounds 0", "--perf-min-rounds=0", ("perf-min-rounds",), None),
@@ -810,7 +824,7 @@ for name, args, words, item in [
     ("history sqlite relative", "--history=sqlite:relative.db", ("sqlite",), 4),
     ("history zero-byte", "--history={T}/empty.sqlite", ("history database",), 11),
     ("compare-to unknown", "--compare-to=no-such-rev", ("no-such-rev",), None),
-    ("ncu-replay unknown", "--ncu-replay=zz", ("ncu-replay",), None),
+    ("ncu-replay unknown", "--ncu-replay=zz", ("ncu replay", "zz"), None),
     ("ncu-timeout negative", "--ncu-timeout=-1", ("ncu-timeout",), None),
     ("unknown option", "--perf-itres=3", ("perf-itres",), None),
     ("arch zz9 on cpu", "--arch=zz9", ("zz9",), 10),
@@ -830,14 +844,20 @@ for name, args, words, item in [
     cmd = SUITE if "baseline-dir" not in name else SUITE.replace(" --baseline-dir={T}/b", "")
     if "results-dir" in name:
         cmd = cmd.replace(" --perf-results-dir={T}/r", "")
-    # pytest: 4 for a usage error; the plugin's one-line errors
+    # pytest: 4 for a usage error; the plugin's one-line errors, or pytest's own usage error where its argparse
+    # refuses the value (choices, type) or the option: its usage line, the "error:" line, inifile and rootdir
     extra = stray("postgresql:*", "sqlite:*", "relative.db") if "history" in name else None
     row(
         f"suite {name}",
         S,
         f"{cmd} {args}",
         refuse(
-            *words, rc=(1, 2, 3, 4), under=40, absent=("r/results.json",) if "fifo" not in name else (), extra=extra
+            *words,
+            rc=(1, 2, 3, 4),
+            lines=4 if name in PYTEST_USAGE else 1,
+            under=40,
+            absent=("r/results.json",) if "fifo" not in name else (),
+            extra=all_of(extra or (lambda r: None), argparse_line(*words)) if name in PYTEST_USAGE else extra,
         ),
         setup=steps(base, setup) if setup else base,
         item=item,
@@ -959,10 +979,10 @@ row(
 
 # Baseline files read at the suite's start: each mistake is refused before anything is measured.
 for name, mutate, raw, words, item in [
-    ("corrupt json", None, '{"schema": ', ("corrupt",), None),
+    ("corrupt json", None, '{"schema": ', ("not JSON",), None),
     ("empty file", None, "", ("cpu.json",), None),
-    ("a list", None, "[]", ("schema",), None),
-    ("schema 9", lambda d: d.update(schema="meddpm-baseline/9"), None, ("schema",), None),
+    ("a list", None, "[]", ("not a baseline file",), None),
+    ("schema 9", lambda d: d.update(schema="meddpm-baseline/9"), None, ("meddpm-baseline/9",), None),
     ("ratios a string", lambda d: d.update(ratios={"tiny/b1": "fast"}), None, ("ratios",), 2),
     ("case tolerance typo", lambda d: case0(d).update(tolerance={"time_rel": 0.5}), None, ("tolerances",), 9),
     ("median true", lambda d: case0(d).update(median_ms=True), None, ("median_ms",), 9),
@@ -1649,21 +1669,21 @@ for name, setup, call, expect, item in [
         "pair mask flipped affine",
         steps(IMG, nii("m.nii.gz", fill="labels", affine="flip")),
         pair(),
-        api_refuse("affine", warn_ok=True),
+        api_refuse("resample the mask onto the image's grid", warn_ok=True),
         7,
     ),
     (
         "pair mask 2 mm affine",
         steps(IMG, nii("m.nii.gz", fill="labels", affine="2mm")),
         pair(),
-        api_refuse("affine", warn_ok=True),
+        api_refuse("resample the mask onto the image's grid", warn_ok=True),
         7,
     ),
     (
         "pair mask shifted affine",
         steps(IMG, nii("m.nii.gz", fill="labels", affine="shift")),
         pair(),
-        api_refuse("affine", warn_ok=True),
+        api_refuse("resample the mask onto the image's grid", warn_ok=True),
         None,
     ),
     ("pair mask all zero", steps(IMG, nii("m.nii.gz", fill="zeros")), pair(), api_refuse("m.nii.gz", warn_ok=True), 7),
