@@ -157,7 +157,7 @@ def test_nifti_empty_and_fractional_masks_are_refused(tmp_path):
         load_labels(tmp_path / "blur.nii.gz", (8, 8, 8))
 
 
-@pytest.mark.parametrize("volume", [(0, 16, 16), (16, 16), (16, 16, 16, 16), (-1, 8, 8)])
+@pytest.mark.parametrize("volume", [(0, 16, 16), (16, 16), (16, 16, 16, 16), (-1, 8, 8), None, 16])
 def test_nifti_bad_volume_is_a_one_line_error(tmp_path, volume):
     from meddpm.data.nifti import load_image, load_labels, load_pair
 

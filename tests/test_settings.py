@@ -4,6 +4,8 @@ defaults and checks from it, and the shared input checks are one rule for both t
 from __future__ import annotations
 
 import argparse
+import errno
+import os
 import tempfile
 from pathlib import Path
 
@@ -123,6 +125,8 @@ def test_a_default_round_limit_rises_to_the_least_given():
         ("max-rounds", 2, "--{}max-rounds must be at least 5, got 2"),
         ("rel-iqr", 0.0, "--{}rel-iqr must be above 0, got 0.0"),
         ("budget", -1.0, "--{}budget must be above 0, got -1.0"),
+        ("budget", float("inf"), "--{}budget must be finite, got inf; give a number of the size you mean"),
+        ("rel-iqr", float("inf"), "--{}rel-iqr must be finite, got inf; give a number of the size you mean"),
         ("median-precision", 1.0, "--{}median-precision must be 0 (off) or between 0 and 1, got 1.0"),
         ("warmup", 1001, "--{}warmup must be at most 1000, got 1001; see --help for what it costs"),
         ("min-rounds", 10001, "--{}min-rounds must be at most 10000, got 10001; see --help for what it costs"),
@@ -197,3 +201,54 @@ def test_the_writability_probe_leaves_nothing_behind(tmp_path):
     inputs.writable_folder("--baseline-dir", tmp_path / "new" / "baselines")
     inputs.writable_file("--json", tmp_path / "r.json", "the results")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_path_the_system_cannot_look_up_is_one_line(tmp_path):
+    # The system refuses to stat a name over NAME_MAX (ENAMETOOLONG) or a symlink loop (ELOOP).
+    too_long = tmp_path / ("x" * 300 + ".json")
+    with pytest.raises(UserError, match=r"^--json .*x\.json: File name too long; give another path$"):
+        inputs.writable_file("--json", too_long, "the results")
+    with pytest.raises(UserError, match=r"^--perf-results-dir .*: File name too long; give another path$"):
+        inputs.writable_folder("--perf-results-dir", too_long)
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    with pytest.raises(UserError, match=r"^--json .*loop: Too many levels of symbolic links; give another path$"):
+        inputs.writable_file("--json", loop, "the results")
+
+
+def test_an_immutable_results_file_is_refused_before_measuring(tmp_path, monkeypatch):
+    # chattr +i needs root: the open the probe makes gets the EPERM an immutable or append-only file gives.
+    target = tmp_path / "r.json"
+    target.write_text("old")
+    real_open = os.open
+
+    def immutable(path, flags, *args):
+        if Path(path) == target and flags & (os.O_WRONLY | os.O_RDWR):
+            raise PermissionError(errno.EPERM, "Operation not permitted", str(path))
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(os, "open", immutable)
+    with pytest.raises(UserError, match=r"^cannot write the results to .*r\.json: Operation not permitted replacing"):
+        inputs.writable_file("--json", target, "the results")
+    assert target.read_text() == "old"
+    monkeypatch.undo()
+    target.chmod(0o444)  # permission bits alone do not stop the atomic writer's rename: accepted
+    inputs.writable_file("--json", target, "the results")
+
+
+@pytest.mark.parametrize(
+    "option, value, message",
+    [
+        ("--ncu-replay", "zz", "unknown ncu replay mode 'zz'"),
+        ("--ncu-timeout", -1.0, "--ncu-timeout must be above 0, got -1.0"),
+    ],
+)
+def test_a_mistyped_ncu_setting_is_refused_without_ncu_too(option, value, message, tmp_path):
+    with pytest.raises(UserError, match=f"^{message}"):
+        parse_options(_Config(tmp_path, **{option: value}))
+
+
+@pytest.mark.parametrize("spec", ["baseline,,opt2", "baseline,", ",baseline", "baseline, ,opt2"])
+def test_an_empty_combo_name_is_refused_not_skipped(spec):
+    with pytest.raises(UserError, match="has an empty name; give the names separated by single commas$"):
+        inputs.parse_combos(spec)

@@ -34,7 +34,10 @@ def _nibabel():
 
 def _check_volume(volume: Sequence[int]) -> tuple[int, int, int]:
     """``volume`` as three sizes of at least 1, else a UserError (it would reach F.interpolate as a torch error)."""
-    sizes = tuple(volume)
+    try:
+        sizes = tuple(volume)
+    except TypeError:  # None, a number: not a sequence of sizes at all
+        sizes = ()
     if len(sizes) != 3 or not all(isinstance(n, int | np.integer) and n >= 1 for n in sizes):
         raise UserError(f"volume must be three sizes (D, H, W) of at least 1 voxel, e.g. (16, 16, 16); got {volume}")
     return sizes  # type: ignore[return-value]

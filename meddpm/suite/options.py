@@ -258,6 +258,7 @@ def parse_options(config: pytest.Config) -> SuiteOptions:
     for name in ("results.json", "summary.md"):  # a pipe or device there would be found only after measuring
         write_target(opt("--perf-results-dir") / name)
     baseline_dir = _baseline_dir(config, saving)
+    ncu = _ncu_settings(config)  # checked without --ncu too: a mistyped --ncu-* value is refused, not ignored
     return SuiteOptions(
         save_baseline=saving,
         force_save=opt("--force-save-baseline"),
@@ -276,7 +277,7 @@ def parse_options(config: pytest.Config) -> SuiteOptions:
         energy_bound=settings["energy_error"],
         benchmark_rounds=opt("--perf-benchmark-rounds"),
         results_dir=opt("--perf-results-dir"),
-        ncu=_ncu_settings(config) if opt("--ncu") else None,
+        ncu=ncu if opt("--ncu") else None,
         compare_to=compare_to,
         processes=inputs.process_count("--perf-processes", opt("--perf-processes"), compare_to),
         history=history_target(opt("--history")),

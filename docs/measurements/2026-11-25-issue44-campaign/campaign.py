@@ -38,6 +38,8 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
+# API rows import meddpm in this process's workers: this checkout's, not one installed in the environment.
+sys.path.insert(0, str(REPO))
 PY = sys.executable
 BENCH = f"{PY} -m meddpm"
 HIST = f"{PY} -m meddpm.history.cli"
@@ -46,8 +48,15 @@ SUITE = (
     f"{PY} -m pytest {REPO}/perf_tests -m cpu -q -p no:cacheprovider --perf-max-rounds=2 --perf-min-rounds=2 "
     "--perf-warmup=0 --combos=baseline --perf-results-dir={T}/r --baseline-dir={T}/b"
 )
-# Signal rows: long enough (30 rounds) that a signal 10 s into the case lands after some rounds are measured.
-SUITE_V = SUITE.replace(" -q ", " -v ").replace("rounds=2", "rounds=30")
+# Signal rows: long enough (30 rounds) that a signal soon after the first timed round lands mid-campaign, and
+# -s, since pytest otherwise captures the suite's progress lines into the test's report instead of showing them.
+SUITE_V = SUITE.replace(" -q ", " -v -s ").replace("rounds=2", "rounds=30")
+# The suite's progress lines that prove a round was timed (so results.json has something to keep): an
+# in-process campaign prints "  round 1 " once its first round is measured, a process campaign
+# "  process 1/N" once its first worker process has finished all of its rounds. A fixed delay after
+# the test's name fell before the first round on a busy machine, where the suite rightly writes nothing.
+ROUND_TIMED = "  round 1 "
+PROCESS_TIMED = "  process 1/"
 FIX: Path  # shared fixtures made once: a tiny baseline, a suite results.json, a bench JSON, history databases
 TIMEOUT_SCALE = 1.0  # --timeout-scale: a machine busy with other work runs everything slower
 BAD_OUTPUT = ("Traceback (most recent call last)", "INTERNALERROR")
@@ -535,11 +544,16 @@ for name, args, words in [
         "history one-slash url": 4,
         "history sqlite relative": 4,
     }.get(name)
+    expect = refuse(*words, under=lim, absent=absent, extra=extra)
+    if "zero-byte" in name:
+        # An empty file is SQLite's empty database: a command that stores runs may make it a history database,
+        # as it makes a missing one (HistoryStore.open); check and report, which only read, must refuse it.
+        expect = either(expect, succeed(extra=runs_in("empty.sqlite", 1), says="the run stored in it"))
     row(
         f"bench {name}",
         E,
         f"{BENCH} {QUICK if 'combos' not in name else '--iters 1 --warmup 1'} {args}",
-        refuse(*words, under=lim, absent=absent, extra=extra),
+        expect,
         setup=setup,
         item=item,
         timeout=60 if name.startswith(("history", "json")) else 30,
@@ -710,9 +724,80 @@ row(
     item=5,
 )
 
+
+def undrivable_commit(T: Path) -> None:
+    """A clone whose HEAD~1 breaks the model room on import and whose HEAD reverts that: HEAD~1 cannot be driven."""
+    clone(T)
+    git = ["git", "-C", str(T / "repo"), "-c", "user.name=campaign", "-c", "user.email=campaign@example.invalid"]
+    with open(T / "repo/meddpm/model/__init__.py", "a") as f:
+        f.write('raise ImportError("this revision breaks its model room on purpose")\n')
+    subprocess.run([*git, "commit", "-qam", "break the model room"], check=True)
+    subprocess.run([*git, "revert", "--no-edit", "HEAD"], check=True, capture_output=True)
+
+
+# --bisect GOOD..BAD: a malformed or impossible range, or an option it cannot combine, is one line before measuring.
+for name, args, words in [
+    ("bisect one revision", "--bisect HEAD", ("GOOD..BAD", "'HEAD'")),
+    ("bisect no good end", "--bisect ..HEAD", ("GOOD..BAD", "..HEAD")),
+    ("bisect no bad end", "--bisect HEAD..", ("GOOD..BAD", "HEAD..")),
+    ("bisect empty range", "--bisect ''", ("GOOD..BAD",)),
+    ("bisect three dots", "--bisect HEAD~1...HEAD", ("GOOD..BAD", "...")),
+    ("bisect a..b..c", "--bisect a..b..c", ("--bisect", "unknown revision", "'a'")),
+    ("bisect two ranges in one", "--bisect HEAD~2..HEAD~1..HEAD", ("--bisect", "HEAD~1..HEAD")),
+    ("bisect good unknown", "--bisect no-such-rev..HEAD", ("--bisect", "no-such-rev")),
+    ("bisect bad unknown", "--bisect HEAD~1..no-such-rev", ("--bisect", "no-such-rev")),
+    ("bisect good after bad", "--bisect HEAD..HEAD~2", ("not an ancestor", "older")),
+    ("bisect good equals bad", "--bisect HEAD..HEAD", ("HEAD", "older")),
+    ("bisect good off the first-parent line", "--bisect 8df1feb^2..8df1feb", ("first-parent",)),
+    ("bisect two combos", "--combos baseline,opt2 --bisect HEAD~1..HEAD", ("one combo", "--combos")),
+    ("bisect with compare-to", "--bisect HEAD~1..HEAD --compare-to HEAD~1", ("--compare-to",)),
+    ("bisect with history and sample", "--bisect HEAD~1..HEAD --history h.sqlite --sample", ("--history", "--sample")),
+    ("bisect with kernel-mix", "--bisect HEAD~1..HEAD --kernel-mix", ("--kernel-mix",)),
+    ("bisect with gpus", "--bisect HEAD~1..HEAD --gpus 2", ("--gpus",)),
+    ("bisect processes 1", "--bisect HEAD~1..HEAD --processes 1", ("--processes", "2")),
+]:
+    combos = "" if "--combos" in args else "--combos baseline "
+    row(
+        f"bench {name}",
+        E,
+        f"{BENCH} {combos}--iters 1 --warmup 1 {args} --json r.json",
+        refuse(*words, under=40, absent=("r.json", "bench-results", "h.sqlite")),
+        timeout=60,
+    )
+row(
+    "bench compare-to an undrivable revision",
+    E,
+    f"cd {{T}}/repo && PYTHONPATH={{T}}/repo {BENCH} {QUICK} --compare-to HEAD~1 --json {{T}}/r.json",
+    refuse("--compare-to", "cannot drive", "break", "first commit after it", "Revert", under=60, absent=("r.json",)),
+    setup=undrivable_commit,
+    timeout=90,
+)
+row(
+    "bench bisect from an undrivable revision",
+    E,
+    f"cd {{T}}/repo && PYTHONPATH={{T}}/repo {BENCH} {QUICK} --bisect HEAD~1..HEAD --json {{T}}/r.json",
+    # three worker checks (the bad end, the good end, the search for a drivable commit), each importing torch
+    refuse("--bisect", "cannot drive", "first commit after it", under=90, absent=("r.json",)),
+    setup=undrivable_commit,
+    timeout=90,
+)
+
 # ---------------------------------------------------------------- rows: the suite
 
 S = "suite"
+PYTEST_USAGE = ("energy maybe", "batch abc", "unknown option")  # values pytest's own option parser refuses
+
+
+def argparse_line(*words: str) -> Callable[[Result], str | None]:
+    """pytest's usage error: one "error:" line names the problem (the rest is its usage, inifile and rootdir)."""
+
+    def check(r: Result) -> str | None:
+        line = next((ln for ln in _lines(r.err) if "error:" in ln and "usage:" not in ln), "")
+        return _words(line, words) if line else "no 'error:' line from pytest's option parser"
+
+    return check
+
+
 for name, args, words, item in [
     ("warmup -1", "--perf-warmup=-1", ("perf-warmup",), None),
     ("min-rounds 0", "--perf-min-rounds=0", ("perf-min-rounds",), None),
@@ -746,7 +831,7 @@ for name, args, words, item in [
     ("history sqlite relative", "--history=sqlite:relative.db", ("sqlite",), 4),
     ("history zero-byte", "--history={T}/empty.sqlite", ("history database",), 11),
     ("compare-to unknown", "--compare-to=no-such-rev", ("no-such-rev",), None),
-    ("ncu-replay unknown", "--ncu-replay=zz", ("ncu-replay",), None),
+    ("ncu-replay unknown", "--ncu-replay=zz", ("ncu replay", "zz"), None),
     ("ncu-timeout negative", "--ncu-timeout=-1", ("ncu-timeout",), None),
     ("unknown option", "--perf-itres=3", ("perf-itres",), None),
     ("arch zz9 on cpu", "--arch=zz9", ("zz9",), 10),
@@ -766,15 +851,24 @@ for name, args, words, item in [
     cmd = SUITE if "baseline-dir" not in name else SUITE.replace(" --baseline-dir={T}/b", "")
     if "results-dir" in name:
         cmd = cmd.replace(" --perf-results-dir={T}/r", "")
-    # pytest: 4 for a usage error; the plugin's one-line errors
+    # pytest: 4 for a usage error; the plugin's one-line errors, or pytest's own usage error where its argparse
+    # refuses the value (choices, type) or the option: its usage line, the "error:" line, inifile and rootdir
     extra = stray("postgresql:*", "sqlite:*", "relative.db") if "history" in name else None
+    expect = refuse(
+        *words,
+        rc=(1, 2, 3, 4),
+        lines=4 if name in PYTEST_USAGE else 1,
+        under=40,
+        absent=("r/results.json",) if "fifo" not in name else (),
+        extra=all_of(extra or (lambda r: None), argparse_line(*words)) if name in PYTEST_USAGE else extra,
+    )
+    if "zero-byte" in name:  # as for the bench: a command that stores runs may make an empty file a history database
+        expect = either(expect, succeed("r/results.json", extra=runs_in("empty.sqlite", 1), says="the run stored"))
     row(
         f"suite {name}",
         S,
         f"{cmd} {args}",
-        refuse(
-            *words, rc=(1, 2, 3, 4), under=40, absent=("r/results.json",) if "fifo" not in name else (), extra=extra
-        ),
+        expect,
         setup=steps(base, setup) if setup else base,
         item=item,
         timeout=60,
@@ -861,7 +955,7 @@ row(
     f"exec {SUITE_V}",
     interrupted(rc=(1, 2, 130), extra=partial_json("r/results.json")),
     setup=with_baseline(),
-    signal=("test_training_step", signal.SIGINT, 10.0),
+    signal=(ROUND_TIMED, signal.SIGINT, 1.0),
     item=8,
 )
 row(
@@ -872,7 +966,7 @@ row(
         rc=(1, 2, 130), extra=all_of(partial_json("r/results.json"), unchanged("b/cpu.json", "b/cpu.json.sha"))
     ),
     setup=steps(with_baseline(), digest("b/cpu.json")),
-    signal=("test_training_step", signal.SIGINT, 10.0),
+    signal=(ROUND_TIMED, signal.SIGINT, 1.0),
 )
 row(
     "suite SIGTERM in a case, saving",
@@ -880,7 +974,7 @@ row(
     f"exec {SUITE_V} --save-baseline",
     interrupted(rc=(1, 2, 130, 143, -15), extra=unchanged("b/cpu.json", "b/cpu.json.sha")),
     setup=steps(with_baseline(), digest("b/cpu.json")),
-    signal=("test_training_step", signal.SIGTERM, 10.0),
+    signal=(ROUND_TIMED, signal.SIGTERM, 1.0),
 )
 row(
     "suite SIGINT in a process campaign",
@@ -888,17 +982,17 @@ row(
     f"exec {SUITE_V} --perf-processes=2",
     interrupted(rc=(1, 2, 130), extra=all_of(partial_json("r/results.json"), no_leftovers)),
     setup=with_baseline(),
-    signal=("test_training_step", signal.SIGINT, 30.0),
+    signal=(PROCESS_TIMED, signal.SIGINT, 2.0),
     timeout=150,
     item=8,
 )
 
 # Baseline files read at the suite's start: each mistake is refused before anything is measured.
 for name, mutate, raw, words, item in [
-    ("corrupt json", None, '{"schema": ', ("corrupt",), None),
+    ("corrupt json", None, '{"schema": ', ("not JSON",), None),
     ("empty file", None, "", ("cpu.json",), None),
-    ("a list", None, "[]", ("schema",), None),
-    ("schema 9", lambda d: d.update(schema="meddpm-baseline/9"), None, ("schema",), None),
+    ("a list", None, "[]", ("not a baseline file",), None),
+    ("schema 9", lambda d: d.update(schema="meddpm-baseline/9"), None, ("meddpm-baseline/9",), None),
     ("ratios a string", lambda d: d.update(ratios={"tiny/b1": "fast"}), None, ("ratios",), 2),
     ("case tolerance typo", lambda d: case0(d).update(tolerance={"time_rel": 0.5}), None, ("tolerances",), 9),
     ("median true", lambda d: case0(d).update(median_ms=True), None, ("median_ms",), 9),
@@ -995,8 +1089,8 @@ def _exp(**kw: Any) -> Callable[[dict], None]:
 B = "baseline"
 SB = {"preset": "tiny", "combo": "baseline", "batch_size": 1, "budget_s": 5.0, "provenance": "target", "source": "x"}
 for name, mutate, raw, words, item in [
-    ("not JSON", None, "not json", ("corrupt",), None),
-    ("truncated", None, "TRUNC", ("corrupt",), None),
+    ("not JSON", None, "not json", ("not JSON",), None),
+    ("truncated", None, "TRUNC", ("not JSON",), None),
     ("bare NaN token", lambda d: case0(d).update(median_ms=float("nan")), None, ("median_ms",), 9),
     ("Infinity token", lambda d: case0(d).update(iqr_ms=float("inf")), None, ("iqr_ms",), 9),
     ("number 1e400", None, "E400", ("median_ms",), None),
@@ -1585,21 +1679,21 @@ for name, setup, call, expect, item in [
         "pair mask flipped affine",
         steps(IMG, nii("m.nii.gz", fill="labels", affine="flip")),
         pair(),
-        api_refuse("affine", warn_ok=True),
+        api_refuse("resample the mask onto the image's grid", warn_ok=True),
         7,
     ),
     (
         "pair mask 2 mm affine",
         steps(IMG, nii("m.nii.gz", fill="labels", affine="2mm")),
         pair(),
-        api_refuse("affine", warn_ok=True),
+        api_refuse("resample the mask onto the image's grid", warn_ok=True),
         7,
     ),
     (
         "pair mask shifted affine",
         steps(IMG, nii("m.nii.gz", fill="labels", affine="shift")),
         pair(),
-        api_refuse("affine", warn_ok=True),
+        api_refuse("resample the mask onto the image's grid", warn_ok=True),
         None,
     ),
     ("pair mask all zero", steps(IMG, nii("m.nii.gz", fill="zeros")), pair(), api_refuse("m.nii.gz", warn_ok=True), 7),
@@ -1634,7 +1728,8 @@ def fixtures(base: Path) -> Path:
     t = Path(tempfile.mkdtemp(dir=base))
     (t / "b").mkdir()
     (t / "r").mkdir()
-    cmd = SUITE.format(T=t) + " --save-baseline"
+    # forced: on a busy machine two rounds are often too spread out to save unforced
+    cmd = SUITE.format(T=t) + " --save-baseline --force-save-baseline"
     _sh(cmd, t, env)
     shutil.copy(t / "b/cpu.json", fix / "cpu.json")
     shutil.copy(t / "r/results.json", fix / "results.json")
@@ -1813,15 +1908,21 @@ def _describe_callable(r: Row) -> str:
 def main() -> int:
     global FIX, TIMEOUT_SCALE
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("-k", default="", help="run only rows whose name contains this")
+    ap.add_argument("-k", action="append", default=[], help="run only rows whose name contains this (repeatable)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--timeout-scale", type=float, default=1.0, help="multiply every row's timeout (a loaded machine)")
     ap.add_argument("--out", type=Path, default=HERE)
     ap.add_argument("--fixtures", type=Path, help="reuse the fixtures folder of an earlier run (kept there)")
+    ap.add_argument(
+        "--merge",
+        action="store_true",
+        help="with -k: replace those rows in --out's results.jsonl (a full run's) and rewrite both files from it",
+    )
     a = ap.parse_args()
     TIMEOUT_SCALE = a.timeout_scale
-    picked = [i for i, r in enumerate(ROWS) if a.k.lower() in r.name.lower()]
+    picked = [i for i, r in enumerate(ROWS) if not a.k or any(k.lower() in r.name.lower() for k in a.k)]
+    earlier = _earlier_results(a.out / "results.jsonl") if a.merge else {}
     if a.list:
         for i in picked:
             print(f"{ROWS[i].surface:9} {ROWS[i].name}")
@@ -1861,19 +1962,32 @@ def main() -> int:
     shutil.rmtree(base, ignore_errors=True)
     partial.close()
     (a.out / "results.partial.jsonl").unlink()
-    ordered = [results[i] for i in picked]
-    good = sum(d["handled_well"] for d in ordered)
     wall = time.monotonic() - t0
-    a.out.mkdir(parents=True, exist_ok=True)
+    if a.merge:
+        earlier.update({d["name"]: {**d, "rerun": True} for d in results.values()})
+        ordered = [earlier[r.name] for r in ROWS if r.name in earlier]
+        rerun = sum(bool(d.get("rerun")) for d in ordered)
+        run = f"a full run, then {rerun} row(s) rerun with -k and merged (marked rerun)"
+    else:
+        ordered = [results[i] for i in picked]
+        run = f"{wall:.0f} s"
+    good = sum(d["handled_well"] for d in ordered)
     with open(a.out / "results.jsonl", "w") as f:
         for d in ordered:
             f.write(json.dumps(d, ensure_ascii=False) + "\n")
-    write_markdown(a.out / "results.md", ordered, good, wall)
+    write_markdown(a.out / "results.md", ordered, good, f"{run}; {os.cpu_count()} CPU cores, {a.workers} workers")
     print(f"{len(ordered)} inputs: {good} handled well, {len(ordered) - good} not ({wall:.0f} s)")
     return 0
 
 
-def write_markdown(path: Path, rows: list[dict[str, Any]], good: int, wall: float) -> None:
+def _earlier_results(path: Path) -> dict[str, dict[str, Any]]:
+    """A full run's rows by name, for --merge; refused if there is none."""
+    if not path.is_file():
+        sys.exit(f"campaign: --merge needs a full run's {path}")
+    return {d["name"]: d for d in map(json.loads, path.read_text().splitlines())}
+
+
+def write_markdown(path: Path, rows: list[dict[str, Any]], good: int, how: str) -> None:
     def cell(s: Any) -> str:
         return str(s).replace("|", "\\|").replace("\n", " ")
 
@@ -1883,8 +1997,7 @@ def write_markdown(path: Path, rows: list[dict[str, Any]], good: int, wall: floa
     lines = [
         "# Bad-input campaign: results",
         "",
-        f"{len(rows)} inputs: **{good} handled well, {len(rows) - good} not** (commit {commit}, {wall:.0f} s on "
-        f"{os.cpu_count()} CPU cores, 2 workers).",
+        f"{len(rows)} inputs: **{good} handled well, {len(rows) - good} not** (commit {commit}; {how}).",
         "",
         "| surface | count | handled well | not |",
         "| --- | --- | --- | --- |",
@@ -1905,7 +2018,7 @@ def write_markdown(path: Path, rows: list[dict[str, Any]], good: int, wall: floa
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for n, d in enumerate(rows, 1):
-        verdict = "well" if d["handled_well"] else f"**not**: {d['reason']}"
+        verdict = ("well" if d["handled_well"] else f"**not**: {d['reason']}") + (" (rerun)" if d.get("rerun") else "")
         lines.append(
             f"| {n} | {d['surface']} | {cell(d['name'])} | {d['item'] or ''} | `{cell(d['command'])[:160]}` | "
             f"{cell(d['expect'])} | {cell(verdict)} | {d['elapsed_s']} |"

@@ -6,8 +6,11 @@ a folder or file that must be writable: each a UserError naming the option, rais
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from meddpm.atomic import write_target
@@ -39,6 +42,8 @@ def parse_combos(spec: str | None) -> tuple[str, ...] | None:
     names = tuple(COMBOS) if spec.strip() == "all" else tuple(n.strip() for n in spec.split(",") if n.strip())
     if not names:
         raise UserError(f"no combos given in --combos; choose from {', '.join(COMBOS)} or 'all'")
+    if spec.strip() != "all" and len(names) != len(spec.split(",")):  # a name lost between commas, say
+        raise UserError(f"--combos {spec!r} has an empty name; give the names separated by single commas")
     for name in names:
         get_combo(name)
     twice = sorted({name for name in names if names.count(name) > 1}, key=names.index)
@@ -92,8 +97,44 @@ def _cannot_write(folder: Path) -> str | None:
     return None
 
 
+def _cannot_replace(target: Path) -> str | None:
+    """Why the existing file ``target`` cannot be replaced though its folder is writable, or None.
+
+    An immutable or append-only file refuses to be opened for writing with EPERM (permission bits
+    give EACCES, and do not stop the atomic writer's rename); opened without truncating, it is left
+    as it was.
+    """
+    if not target.is_file():
+        return None
+    try:
+        os.close(os.open(target, os.O_WRONLY))
+    except PermissionError as exc:
+        return exc.strerror if exc.errno == errno.EPERM else None
+    return None
+
+
 def writable_folder(option: str, path: Path) -> None:
     """A UserError unless ``path`` is a folder that exists or can be made, and can be written to."""
+    with _unusable_path(option, path):
+        _check_folder(option, path)
+
+
+def writable_file(option: str, path: Path, what: str) -> None:
+    """A UserError unless the file ``path`` (``what`` it holds, in words) can be written now."""
+    with _unusable_path(option, path):
+        _check_file(option, path, what)
+
+
+@contextlib.contextmanager
+def _unusable_path(option: str, path: Path) -> Iterator[None]:
+    """A path the system refuses to look up (a name too long, a symlink loop) as a one-line UserError."""
+    try:
+        yield
+    except OSError as exc:
+        raise UserError(f"{option} {path}: {exc.strerror or exc}; give another path") from None
+
+
+def _check_folder(option: str, path: Path) -> None:
     if path.exists() and not path.is_dir():
         raise UserError(f"{option} {path} is a file; point it at a folder")
     existing = _nearest_folder(path)
@@ -104,8 +145,7 @@ def writable_folder(option: str, path: Path) -> None:
         raise UserError(f"{option} {path} cannot be written ({reason} in {existing}); choose another folder")
 
 
-def writable_file(option: str, path: Path, what: str) -> None:
-    """A UserError unless the file ``path`` (``what`` it holds, in words) can be written now."""
+def _check_file(option: str, path: Path, what: str) -> None:
     if path.is_dir():
         raise UserError(f"{path} is a directory; give {option} a file path such as {path / 'results.json'}")
     target = write_target(path)  # a device, a pipe or a link to one is refused before measuring
@@ -115,3 +155,6 @@ def writable_file(option: str, path: Path, what: str) -> None:
     reason = _cannot_write(folder)
     if reason is not None:
         raise UserError(f"cannot write {what} to {path}: {reason} in {folder}; give a writable {option} path")
+    reason = _cannot_replace(target)
+    if reason is not None:
+        raise UserError(f"cannot write {what} to {path}: {reason} replacing it; give a writable {option} path")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -112,6 +113,8 @@ def _max_rounds(option: str, value: int, given: Mapping[str, Any]) -> None:
 def _above_zero(option: str, value: float, given: Mapping[str, Any]) -> None:
     if not value > 0:
         raise UserError(f"{option} must be above 0, got {value}")
+    if math.isinf(value):  # it is stored in the results JSON, which has no number for inf
+        raise UserError(f"{option} must be finite, got {value}; give a number of the size you mean")
 
 
 def _precision(option: str, value: float, given: Mapping[str, Any]) -> None:
