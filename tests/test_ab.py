@@ -247,3 +247,15 @@ def test_sigterm_is_an_interrupt_only_inside_the_block():
         assert signal.getsignal(signal.SIGTERM) is before
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def test_a_revision_missing_a_workload_room_is_refused_not_measured_with_the_harness_room(repo):
+    # With no meddpm/data in the revision, its import must fail, never fall back to the working tree's data room.
+    git(repo, "rm", "-q", "-r", "meddpm/data")
+    git(repo, "commit", "-q", "-m", "no data room")
+    git(repo, "revert", "--no-edit", "HEAD")
+    result = run_bench(repo, "--compare-to=HEAD~1")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "has a workload this harness cannot drive (ModuleNotFoundError: the workload chosen has no meddpm.data" in (
+        result.stderr
+    ), result.stderr

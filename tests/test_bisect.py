@@ -166,6 +166,8 @@ def test_an_interrupted_walk_writes_its_steps_marked_partial(planted, monkeypatc
     [
         (["--bisect", "HEAD"], "--bisect takes GOOD..BAD (two revisions, e.g. v1.2..HEAD), not 'HEAD'"),
         (["--bisect", "..HEAD"], "--bisect takes GOOD..BAD (two revisions, e.g. v1.2..HEAD), not '..HEAD'"),
+        (["--bisect", "a..b..c"], "--bisect takes GOOD..BAD (two revisions, e.g. v1.2..HEAD), not 'a..b..c'"),
+        (["--bisect", "HEAD..HEAD"], "--bisect: HEAD and HEAD are the same commit; give a GOOD older than BAD"),
         (["--bisect", "HEAD~1..HEAD", "--combos", "baseline,opt1"], "--bisect follows one combo, not 2; give --combos"),
         (["--bisect", "HEAD~1..HEAD", "--compare-to", "HEAD"], "--bisect runs A/B steps of its own; drop --compare-to"),
         (["--bisect", "HEAD~1..HEAD", "--processes", "1"], "--processes must be at least 2 (an A/B needs a spread"),

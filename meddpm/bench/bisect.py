@@ -66,7 +66,7 @@ class Bisection:
 def parse_range(text: str) -> tuple[str, str]:
     """``GOOD..BAD`` split into its ends, or a one-line UserError."""
     good, sep, bad = text.partition("..")
-    if not sep or not good.strip() or not bad.strip() or bad.startswith("."):
+    if not sep or not good.strip() or not bad.strip() or bad.startswith(".") or ".." in bad:
         raise UserError(f"--bisect takes GOOD..BAD (two revisions, e.g. v1.2..HEAD), not {text!r}")
     return good.strip(), bad.strip()
 
@@ -75,6 +75,8 @@ def first_parent_line(good: str, bad: str, root: Path) -> tuple[Commit, list[Com
     """The good end and the first-parent commits after it up to the bad end (oldest first), or a UserError."""
     good_sha = resolve_revision(good, root, "--bisect")
     bad_sha = resolve_revision(bad, root, "--bisect")
+    if good_sha == bad_sha:
+        raise UserError(f"--bisect: {good} and {bad} are the same commit; give a GOOD older than BAD")
     line = (_git(["rev-list", "--first-parent", "--reverse", f"{good_sha}..{bad_sha}"], root) or "").split()
     if not line or _git(["merge-base", "--is-ancestor", good_sha, bad_sha], root) is None:
         raise UserError(f"--bisect: {good} is not an ancestor of {bad}; give GOOD..BAD with GOOD older")

@@ -42,7 +42,10 @@ class _WorkloadFinder(importlib.abc.MetaPathFinder):
     ) -> ModuleSpec | None:
         if fullname not in _PACKAGES:
             return None
-        return importlib.machinery.PathFinder.find_spec(fullname, [str(self.package_dir)])
+        spec = importlib.machinery.PathFinder.find_spec(fullname, [str(self.package_dir)])
+        if spec is None:  # never the harness's own room in its place: that would measure this tree twice
+            raise ModuleNotFoundError(f"the workload chosen has no {fullname} (no {self.package_dir.name}/ room there)")
+        return spec
 
 
 def use_workload(tree: Path) -> None:
