@@ -53,7 +53,7 @@ AB_PROCESSES = 5
 def sigterm_as_interrupt() -> Iterator[None]:
     """For the span of the block, SIGTERM raises KeyboardInterrupt in the main thread, as Ctrl-C does.
 
-    Python's default SIGTERM ends the process at once and runs no ``finally``: an A/B's git worktree
+    Python's default SIGTERM ends the process at once and runs no ``finally``: an A/B's extracted revision
     and a worker's folder stayed behind, and a running worker process went on alone. Raised as an
     interrupt, it runs the cleanup a Ctrl-C runs (``subprocess.run`` kills its child on any
     exception), and the suite and the bench keep what was measured as they do after a Ctrl-C.
