@@ -314,9 +314,6 @@ def test_energy_survives_the_worker_json_and_merges_over_processes():
     e = merged.energy
     assert len(e.replicates) == 3  # one per process, no longer the windows
     assert e.j_per_iter == pytest.approx(30.0, rel=0.01) and e.quantisation == max(b.quantisation for b in blocks)
-    old = {k: v for k, v in asdict(result_with(blocks[0])).items() if k != "energy_blocks"}
-    old["energy_samples_j"] = [0.0, 58.0]  # an older worker's document
-    assert result_from_dict(old).energy is None
 
 
 def test_no_energy_without_a_block():

@@ -222,7 +222,7 @@ def test_a_failing_save_is_one_line_and_the_results_are_still_written(suite):
     with_clock(suite, 100.0, BASELINE_BECOMES_A_FOLDER)
     result = run(suite, "--save-baseline")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines(["baseline not saved: cannot read baseline file *cpu.json: *"])
+    result.stdout.fnmatch_lines(["baseline not saved: baseline file *cpu.json: a folder, not a JSON file; *"])
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
     results = json.loads((suite.path / "results" / "results.json").read_text())
     assert results["cases"][0]["combo"] == "baseline" and results["baseline_saved"].startswith("baseline not saved")
