@@ -113,7 +113,9 @@ def test_bench_ab_flags_a_planted_slowdown_and_passes_a_clean_combo(repo):
 def test_bench_refuses_a_revision_whose_workload_the_harness_cannot_drive(repo):
     result = run_bench(repo, "--compare-to=HEAD~1")
     assert result.returncode == 2, result.stdout + result.stderr
-    assert fnmatch.fnmatch(result.stderr.strip(), f"meddpm-bench: error: {UNDRIVABLE}"), result.stderr
+    said = result.stderr.strip().splitlines()
+    assert said[0] == "--compare-to: HEAD~1 cannot be driven; looking for the first later commit that can", said
+    assert fnmatch.fnmatch(said[-1], f"meddpm-bench: error: {UNDRIVABLE}"), result.stderr
     assert git(repo, "rev-parse", "HEAD")[:9] in result.stderr  # the first commit it can drive
     assert "Traceback" not in result.stderr
 
@@ -159,7 +161,9 @@ def test_a_change_to_the_revisions_harness_is_not_measured_as_a_change_in_perfor
     result = run_bench(repo, "--compare-to=HEAD", "--processes=2", "--json=ab.json")
     assert result.returncode == 0, result.stdout + result.stderr
     document = json.loads((repo / "ab.json").read_text())
-    assert {c["outcome"] for c in document["comparisons"].values()} == {"unchanged"}, document["comparisons"]
+    # The planted per-process jitter (up to 0.2 %) may read as significant under the threshold, never more.
+    outcomes = {c["outcome"] for c in document["comparisons"].values()}
+    assert outcomes <= {"unchanged", *UNDER_THRESHOLD}, document["comparisons"]
     medians = [m for side in document["process_medians_ms"].values() for m in side["baseline"]]
     assert medians and all(m == pytest.approx(100.0, rel=0.01) for m in medians)
 
@@ -176,8 +180,9 @@ def test_a_revision_that_cannot_be_checked_out_is_one_line_for_every_case(suite_
     measuring.close()
 
 
-# Appended to the working tree's copy of campaign.py: its worker process stops at its first timed iteration,
-# says where it is, and waits there for the test's signal.
+# Appended to the working tree's copy of the harness (interleaved.py): the first process that times an iteration
+# (the revision's drive check, which runs one round before any worker) stops there, says where it is, and waits
+# for the test's signal: the bench must kill and reap it.
 PLANTED_STOP = """
 
 def time_synchronized(fn, device, during=None):

@@ -112,7 +112,7 @@ def test_energy_blocks_run_in_the_first_process_only_never_in_an_ab_run_nor_when
         out.write_text(json.dumps({**document, "results": []}))
         return subprocess.CompletedProcess(cmd, 0, "", "")
 
-    monkeypatch.setattr(processes, "_run_to_the_end", worker)
+    monkeypatch.setattr(processes, "run_to_the_end", worker)
     campaign = ProcessCampaign(
         ModelConfig.preset("tiny"),
         ["baseline"],

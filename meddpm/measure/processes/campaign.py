@@ -178,7 +178,7 @@ class ProcessCampaign:
                 *("--preset", self.config.name, "--combos", ",".join(self.combos), "--device", str(self.device)),
                 *("--batch-size", str(self.batch_size), *worker_arguments(settings), "--out", str(out)),
             ]
-            proc = _run_to_the_end(cmd, harness_root(), worker_environment(), self.timeout_s)
+            proc = run_to_the_end(cmd, harness_root(), worker_environment(), self.timeout_s)
             if proc.returncode != 0 or not out.exists():
                 raise UserError(f"a measuring process of {source.label} failed: {_last_error(proc.stderr)}")
             try:
@@ -193,7 +193,7 @@ class ProcessCampaign:
         return [result_from_dict(r) for r in document["results"]]
 
 
-def _run_to_the_end(cmd: list[str], cwd: Path, env: dict[str, str], timeout_s: float) -> subprocess.CompletedProcess:
+def run_to_the_end(cmd: list[str], cwd: Path, env: dict[str, str], timeout_s: float) -> subprocess.CompletedProcess:
     """Run a worker to its end; one cut short (Ctrl-C, SIGTERM, the timeout) is killed and reaped before this returns.
 
     ``subprocess.run`` waits only a quarter of a second for a child it killed on a KeyboardInterrupt,

@@ -12,16 +12,24 @@ import contextlib
 import io
 import shutil
 import subprocess
+import sys
 import tarfile
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from meddpm.errors import UserError
 from meddpm.measure.campaign.protocol import Source
 from meddpm.measure.machine.environment import git_output
-from meddpm.measure.processes.campaign import harness_root, sigterm_as_interrupt, worker_command, worker_environment
+from meddpm.measure.processes.campaign import (
+    harness_root,
+    run_to_the_end,
+    sigterm_as_interrupt,
+    worker_command,
+    worker_environment,
+)
 from meddpm.measure.processes.worker import UNDRIVABLE
+from meddpm.measure.processes.workload import WORKLOAD_ROOMS
 
 
 def checkout_root() -> Path:
@@ -73,6 +81,8 @@ def revision(rev: str, root: Path, option: str = "--compare-to") -> Iterator[Sou
     with sigterm_as_interrupt(), extracted(sha, root) as tree:
         problem = undrivable(tree)
         if problem is not None:
+            # Driving each commit tried costs a few seconds: say why nothing is printed meanwhile.
+            print(f"{option}: {rev} cannot be driven; looking for the first later commit that can", file=sys.stderr)
             raise UserError(f"{option}: {rev} ({sha[:9]}) {problem}; {drivable_from(sha, root)}")
         yield Source(f"{rev} ({sha[:9]})", tree, sha)
 
@@ -96,14 +106,7 @@ def extracted(sha: str, root: Path) -> Iterator[Path]:
 
 def undrivable(tree: Path) -> str | None:
     """Why this harness cannot drive ``tree``'s workload (a worker's ``--check`` fails), or None if it can."""
-    check = subprocess.run(
-        [*worker_command(tree), "--check"],
-        cwd=harness_root(),
-        env=worker_environment(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    check = run_to_the_end([*worker_command(tree), "--check"], harness_root(), worker_environment(), 300.0)
     if check.returncode == 0:
         return None
     lines = check.stderr.strip().splitlines() or ["no output"]
@@ -114,25 +117,42 @@ def undrivable(tree: Path) -> str | None:
 def drivable_from(sha: str, root: Path) -> str:
     """Where the harness's reach begins on the first-parent line from ``sha`` to HEAD, in words.
 
-    The commits after ``sha`` are searched by halves, which finds where the line turns drivable
-    if it turns once; the commit named is drivable in any case.
+    First, by halves and from git alone, the first commit that has every workload room; then, if
+    that one cannot be driven, the commits after it by halves, driving each: which finds where the
+    line turns drivable if it turns once, and the commit named is drivable in any case.
     """
     line = (_git(["rev-list", "--first-parent", "--reverse", f"{sha}..HEAD"], root) or "").split()
-    lo, hi = 0, len(line)  # the first drivable commit is line[lo:hi]'s first drivable one, or none
-    while lo < hi:
-        mid = (lo + hi) // 2
-        with extracted(line[mid], root) as tree:
-            if undrivable(tree) is None:
-                hi = mid
-            else:
-                lo = mid + 1
-    if lo == len(line):
+    start = _first(line, 0, lambda commit: _has_workload_rooms(commit, root))
+
+    def drivable(commit: str) -> bool:
+        with extracted(commit, root) as tree:
+            return undrivable(tree) is None
+
+    found = start if start == len(line) or drivable(line[start]) else _first(line, start + 1, drivable)
+    if found == len(line):
         return "no commit from it to HEAD can be driven either; measure HEAD's workload against a later one"
-    first = line[lo]
+    first = line[found]
     subject = _git(["log", "-1", "--format=%s", first], root) or ""
     return (
         f"the first commit after it that this harness drives is {first[:9]} ({subject}); compare against that or later"
     )
+
+
+def _first(line: list[str], lo: int, holds: Callable[[str], bool]) -> int:
+    """The index of the first commit of ``line[lo:]`` for which ``holds``, by halves (len(line): none)."""
+    hi = len(line)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if holds(line[mid]):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def _has_workload_rooms(commit: str, root: Path) -> bool:
+    rooms = (f"{commit}:meddpm/{room}/__init__.py" for room in WORKLOAD_ROOMS)
+    return all(_git(["cat-file", "-e", room], root) is not None for room in rooms)
 
 
 @contextlib.contextmanager
