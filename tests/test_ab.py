@@ -24,7 +24,7 @@ from meddpm.suite.measuring import Measuring
 UNDRIVABLE = (
     "--compare-to: HEAD~1 (*) has a workload this harness cannot drive (ImportError: cannot import name 'TrainStep'"
     " from 'meddpm.run.train' *); the first commit after it that this harness drives is * (reference: 100 ms); "
-    "compare against that or later"
+    "compare against it"
 )
 SUITE_TESTS = PACKAGE.parent / "perf_tests" / "test_training.py"
 
@@ -113,9 +113,7 @@ def test_bench_ab_flags_a_planted_slowdown_and_passes_a_clean_combo(repo):
 def test_bench_refuses_a_revision_whose_workload_the_harness_cannot_drive(repo):
     result = run_bench(repo, "--compare-to=HEAD~1")
     assert result.returncode == 2, result.stdout + result.stderr
-    said = result.stderr.strip().splitlines()
-    assert said[0] == "--compare-to: HEAD~1 cannot be driven; looking for the first later commit that can", said
-    assert fnmatch.fnmatch(said[-1], f"meddpm-bench: error: {UNDRIVABLE}"), result.stderr
+    assert fnmatch.fnmatch(result.stderr.strip(), f"meddpm-bench: error: {UNDRIVABLE}"), result.stderr
     assert git(repo, "rev-parse", "HEAD")[:9] in result.stderr  # the first commit it can drive
     assert "Traceback" not in result.stderr
 
