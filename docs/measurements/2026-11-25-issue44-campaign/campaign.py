@@ -742,7 +742,7 @@ for name, args, words in [
     ("bisect no bad end", "--bisect HEAD..", ("GOOD..BAD", "HEAD..")),
     ("bisect empty range", "--bisect ''", ("GOOD..BAD",)),
     ("bisect three dots", "--bisect HEAD~1...HEAD", ("GOOD..BAD", "...")),
-    ("bisect a..b..c", "--bisect a..b..c", ("--bisect", "unknown revision", "'a'")),
+    ("bisect a..b..c", "--bisect a..b..c", ("--bisect takes GOOD..BAD", "'a..b..c'")),
     ("bisect two ranges in one", "--bisect HEAD~2..HEAD~1..HEAD", ("--bisect", "HEAD~1..HEAD")),
     ("bisect good unknown", "--bisect no-such-rev..HEAD", ("--bisect", "no-such-rev")),
     ("bisect bad unknown", "--bisect HEAD~1..no-such-rev", ("--bisect", "no-such-rev")),
