@@ -326,5 +326,5 @@ def test_a_malformed_date_is_refused_naming_the_field():
     with pytest.raises(UserError) as caught:
         run_from_document(document, "x.json")
     assert str(caught.value) == (
-        "environment.date = 'yesterday', which must be an ISO date and time such as 2026-12-01T09:30:00"
+        "environment.date = 'yesterday', which must be an ISO 8601 date and time (YYYY-MM-DDThh:mm:ss)"
     )

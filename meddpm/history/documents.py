@@ -221,7 +221,7 @@ def _utc(text: Any) -> datetime.datetime:
         moment = datetime.datetime.fromisoformat(text)
     except (TypeError, ValueError):
         raise UserError(
-            f"environment.date = {text!r}, which must be an ISO date and time such as 2026-12-01T09:30:00"
+            f"environment.date = {text!r}, which must be an ISO 8601 date and time (YYYY-MM-DDThh:mm:ss)"
         ) from None
     if moment.tzinfo is not None:
         moment = moment.astimezone(datetime.timezone.utc).replace(tzinfo=None)
