@@ -32,6 +32,8 @@ def test_efficiency_and_exposed_communication_arithmetic():
     assert scaling_efficiency(two, one) == pytest.approx(100.0 / 108.0)
     table = ddp_table([one, two])
     assert table["efficiency"].round(4).tolist() == [1.0, round(100 / 108, 4)]
+    # One GPU has nothing to communicate: the column names what it measures, the sync's cost.
+    assert table["sync ms"].tolist() == [pytest.approx(0.0), pytest.approx(8.0)] and "exposed comm ms" not in table
 
 
 def test_torchrun_gloo_two_processes_measure_and_agree(tiny):

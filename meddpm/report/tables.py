@@ -251,7 +251,10 @@ def format_table(table: pd.DataFrame) -> str:
 def ddp_table(results: Sequence[DdpResult]) -> pd.DataFrame:
     """One row per (combo, world size): slowest-rank time, throughput, scaling efficiency, overheads.
 
-    The ranks are counted as GPUs under NCCL, and as processes otherwise (gloo on the CPU).
+    The ranks are counted as GPUs under NCCL, and as processes otherwise (gloo on the CPU). "sync ms" is
+    what the gradient sync adds to an iteration: at one rank only its own work (DDP's bucket hooks, or
+    packing every gradient into one buffer and back), at two or more also the communication backward
+    did not hide; so it is not named communication (docs/ddp.md).
     """
     single = {r.combo: r for r in results if r.world_size == 1}
     unit = "GPU" if all(r.backend == "nccl" for r in results) else "process"
@@ -265,7 +268,7 @@ def ddp_table(results: Sequence[DdpResult]) -> pd.DataFrame:
                 "ms/iter": r.median_ms,
                 "samples/s": r.samples_per_s,
                 "efficiency": scaling_efficiency(r, single[r.combo]) if r.combo in single else float("nan"),
-                "exposed comm ms": r.exposed_comm_ms,
+                "sync ms": r.exposed_comm_ms,
                 "peak GiB/rank": peak / GIB if peak is not None else float("nan"),
                 f"J/iter/{unit}": energy if energy is not None else float("nan"),
             }

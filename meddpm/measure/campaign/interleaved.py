@@ -34,6 +34,7 @@ from meddpm.measure.energy.block import measure_soaked_block, probe_combo
 from meddpm.measure.energy.power_sampler import PowerSampler, poll_period
 from meddpm.measure.machine.nvml import Gpu, GpuState, open_gpu
 from meddpm.measure.machine.timing import synchronize, time_once, time_synchronized
+from meddpm.measure.machine.warmup import warm_up
 from meddpm.measure.profiling.iteration import profile_iteration
 from meddpm.measure.statistics.descriptive import Stats
 from meddpm.model.config import ModelConfig
@@ -134,17 +135,14 @@ class Campaign:
         setup_s = time.perf_counter() - t0
         # A step still recording its CUDA graphs is not timed: fewer warm-ups would put a recording in a round.
         warmup = max(self.settings.warmup, step.calls_before_replay)
-        warmup_ms = []
-        for i in range(warmup):
-            if i == 1 and step.cuda_graphs:
-                torch.cuda.reset_peak_memory_stats(self.device)
+        warmup_ms: list[float] = []
+
+        def warm(i: int) -> None:
             warmup_ms.append(time_once(step, self.device))
             notify(Progress("warmup", combo.name, i + 1, warmup, f"{warmup_ms[-1] / 1e3:.1f} s"))
-        # Replaying CUDA graphs allocates nothing the allocator's statistics see: such a step's
-        # memory shows only while its graphs are recorded, in the warm-up iterations after the first.
-        graph_peak = None
-        if step.cuda_graphs and warmup > 1:
-            graph_peak = torch.cuda.max_memory_allocated(self.device) - before
+
+        recording_peak = warm_up(step, self.device, warmup, warm)
+        graph_peak = None if recording_peak is None else recording_peak - before
         self.steps[combo.name] = step
         # Parameters, gradients' absence and Adam state: what this combo keeps between iterations.
         self._own_bytes[combo.name] = _allocated(self.device) - before

@@ -28,6 +28,7 @@ import torch.distributed as dist
 from meddpm.errors import UserError
 from meddpm.measure.machine.nvml import open_gpu
 from meddpm.measure.machine.timing import synchronize, time_synchronized
+from meddpm.measure.machine.warmup import warm_up
 from meddpm.model.config import ModelConfig
 from meddpm.run.combos import get_combo
 from meddpm.run.distributed import (
@@ -73,7 +74,10 @@ class DdpResult:
 
     @property
     def exposed_comm_ms(self) -> float:
-        """Iteration time the gradient all-reduce adds beyond what overlaps with backward."""
+        """Iteration time the gradient sync adds: its own copies, and the communication backward did not hide.
+
+        At world size 1 there is no communication: what remains is the sync's own work (docs/ddp.md).
+        """
         return self.median_ms - self.no_sync_median_ms
 
     @property
@@ -143,8 +147,9 @@ def _measure(args: argparse.Namespace) -> None:
     # Each rank trains on its own data, as a sharded loader would give it.
     step, skip_sync = data_parallel_step(config, combo, gradient_sync, device, args.batch_per_rank, seed=rank)
     gpu, _ = open_gpu(device)
-    for _ in range(max(args.warmup, step.calls_before_replay)):  # no CUDA graph is recorded in a timed round
-        step()
+    # No CUDA graph is recorded in a timed round; while they are recorded is when a graphed step's memory shows.
+    warmup = max(args.warmup, step.calls_before_replay)
+    recording_peak = warm_up(step, device, warmup, lambda _: step())
     synchronize(device)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
@@ -157,6 +162,8 @@ def _measure(args: argparse.Namespace) -> None:
         samples.append(time_synchronized(step, device, during=sample))
     energy_end = gpu.energy_mj() if gpu else None
     peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
+    if recording_peak is not None:
+        peak = max(peak or 0, recording_peak)
     no_sync = []
     with skip_sync():
         step()  # warm the no-sync path
