@@ -77,10 +77,19 @@ def series_case(run: Run, case: CaseResult) -> str:
 def _processes(run: Run, case: CaseResult) -> int:
     """The measuring processes (per side) that the run's file stated; for a run stored before files said
     so, those that measured the case."""
+    return _stated_processes(run) or len(case.process_medians_ms) or 1
+
+
+def run_processes(run: Run) -> int:
+    """The measuring processes (per side) of a run: as its file stated, else the most that measured a case."""
+    return _stated_processes(run) or max((len(case.process_medians_ms) for case in run.cases), default=0) or 1
+
+
+def _stated_processes(run: Run) -> int | None:
     stated = (run.options or {}).get("processes")
     if isinstance(stated, int) and not isinstance(stated, bool) and stated >= 1:
         return stated
-    return len(case.process_medians_ms) or 1
+    return None
 
 
 @dataclass(frozen=True)
