@@ -84,7 +84,7 @@ def last_good(target: str | None, arch: str, kind: str, processes: int | None = 
     committed = [run for run in before if _SHA.fullmatch(run.commit)]
     if not committed:
         raise UserError(
-            f"no last good run: the {len(before)} good {wanted}(s) on {arch} in {label} measured a dirty tree or "
+            f"no last good run: every good {wanted} on {arch} in {label} ({len(before)}) measured a dirty tree or "
             "an unknown commit, which cannot be checked out for an A/B run; run the suite with --history on a "
             "clean commit, or give --compare-to REV"
         )
