@@ -173,17 +173,24 @@ def test_bad_arguments_are_one_line(capsys):
     assert exited.value.code == 2 and len(err) == 1 and "the following arguments are required: --out" in err[0]
 
 
-def test_report_writes_a_page_per_architecture(tmp_path, capsys):
+def test_report_writes_a_page_per_architecture_and_per_run(tmp_path, capsys):
     db = tmp_path / "h.sqlite"
     main(["import", "--db", str(db), str(MEASUREMENTS)])
-    assert main(["report", "--db", str(db), "--out", str(tmp_path / "site")]) == 0
-    assert "and 2 architecture page(s)" in capsys.readouterr().out
+    repo = ["--repo-url", "https://github.com/example/meddpm-perf/"]
+    assert main(["report", "--db", str(db), "--out", str(tmp_path / "site"), *repo]) == 0
+    assert "and 2 architecture page(s), 47 run page(s)" in capsys.readouterr().out
     assert sorted(p.name for p in (tmp_path / "site").iterdir()) == [
         "h100.html",
         "h200.html",
         "index.html",
         "plotly.min.js",
+        "runs",
     ]
+    h200 = (tmp_path / "site" / "h200.html").read_text()
+    assert '<a href="https://github.com/example/meddpm-perf/compare/f2f8196384b7...098de49e46c3">' in h200
+    assert main(["report", "--db", str(db), "--out", str(tmp_path / "site"), "--repo-url", "github.com/x"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--repo-url 'github.com/x' is not a web address" in err[0]
     (tmp_path / "file").write_text("")
     assert main(["report", "--db", str(db), "--out", str(tmp_path / "file")]) == 2
     assert "is a file; give a folder" in capsys.readouterr().err

@@ -14,9 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from meddpm.errors import UserError
 from meddpm.history.changepoints import detect
 from meddpm.history.dashboard import write_site
+from meddpm.history.html_parts import PLOTLY_JS, CommitLinks
 from meddpm.history.importer import import_files
+from meddpm.history.results import run_description
 from meddpm.history.series import case_frame, environment_changes
 from meddpm.history.simulation import simulate, simulated_documents
 from meddpm.history.store import HistoryStore
@@ -25,22 +28,42 @@ MEASUREMENTS = Path(__file__).resolve().parent.parent / "docs" / "measurements"
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory) -> Path:
-    """The measured runs, plus a simulated a100 history with a 5 % step in opt1 and a driver update."""
-    folder = tmp_path_factory.mktemp("history")
+REPO = "https://github.com/example/meddpm-perf"
+
+
+def simulated_files(folder: Path) -> list[Path]:
+    """A simulated a100 history: a 5 % step in opt1 at night 19, a driver update at night 12, and two runs in
+    three worker processes on the last two nights (series of their own, that begin after the driver update)."""
     logs = simulate(np.random.default_rng(7), 24, step_case=1, step_night=19, step=0.05)
     files = []
     for night, document in enumerate(simulated_documents(logs, "a100")):
         document["environment"]["driver"] = "570.86" if night < 12 else "580.95"
+        if night >= 22:
+            document.update(run_description(3, None))
+            for case in document["cases"]:
+                case["process_medians_ms"] = [case["stats"]["median"] * f for f in (0.99, 1.0, 1.01)]
+                case["throttle_reasons"] = ["SwPowerCap"]
+                case["sm_clock_mean_mhz"] = 1755.0
         files.append(folder / f"a100-{night:02d}.json")
         files[-1].write_text(json.dumps(document))
+    return files
+
+
+def build_site(folder: Path, inputs: list[Path]) -> Path:
     with HistoryStore.open(str(folder / "h.sqlite")) as store:
-        import_files(store, [MEASUREMENTS, *files])
+        import_files(store, inputs)
         runs = store.runs()
     frame = case_frame(runs)
-    write_site(folder / "site", frame, detect(frame), environment_changes(frame), "test history")
+    steps = detect(frame)
+    write_site(folder / "site", frame, steps, environment_changes(frame), "test history", runs, CommitLinks.of(REPO))
     return folder / "site"
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    """The measured runs, plus the simulated a100 history."""
+    folder = tmp_path_factory.mktemp("history")
+    return build_site(folder, [MEASUREMENTS, *simulated_files(folder)])
 
 
 def test_the_site_has_an_index_and_a_page_per_architecture(site):
@@ -50,15 +73,60 @@ def test_the_site_has_an_index_and_a_page_per_architecture(site):
         "h200.html",
         "index.html",
         "plotly.min.js",
+        "runs",
     ]
     index = (site / "index.html").read_text()
     assert '<a href="h200.html">h200</a>' in index and "paper/opt1/b1" in index and "c0019" in index
+    # The index has no chart, so it loads no Plotly (megabytes).
+    assert PLOTLY_JS not in index and "plotly-graph-div" not in index
     page = (site / "a100.html").read_text()
-    # Six cases, each with time, memory and TFLOP/s (energy is not simulated).
-    assert page.count('class="plotly-graph-div"') == 18
+    # Six cases, each with time, memory and TFLOP/s (energy is not simulated), one process and three.
+    assert page.count('class="plotly-graph-div"') == 36
     assert "driver 570.86 -&gt; 580.95" in page and 'src="plotly.min.js"' in page
     h200 = (site / "h200.html").read_text()
     assert 'id="chart-h200-paper-fast-b1-energy"' in h200 and "<h3>paper/opt1/b1/ddp2</h3>" in h200
+
+
+def test_open_regressions_have_their_commit_range_linked_and_their_bisect_command(site):
+    index = (site / "index.html").read_text()
+    opened = index[index.index("<h2>Open regressions</h2>") : index.index("<h2>Recent runs</h2>")]
+    assert f'<a href="{REPO}/compare/c0018...c0019"><code>c0018..c0019</code></a>' in opened
+    assert "<code>meddpm-bench --bisect c0018..c0019 --combos opt1 --preset paper</code>" in opened
+    # The measured h200 regression too, between two commits of which the second had uncommitted changes.
+    assert "meddpm-bench --bisect f2f8196384b7..098de49e46c3 --combos fast --preset paper" in opened
+    assert f'<a href="{REPO}/commit/c0023"><code>c0023</code></a>' in index
+
+
+def test_the_index_lists_recent_runs_and_ab_runs_with_verdicts_and_each_run_has_a_page(site):
+    index = (site / "index.html").read_text()
+    recent = index[index.index("<h2>Recent runs</h2>") : index.index("<h2>A/B runs</h2>")]
+    assert recent.count("<tr>") == 31  # a header and the 30 newest runs
+    assert "suite, 3 processes" in recent
+    ab = index[index.index("<h2>A/B runs</h2>") :]
+    # The measured H100 A/B run against fa2f81a: opt1 unchanged, its whole verdict on hover.
+    assert "fa2f81a" in ab and "paper/opt1/b1: <span title=" in ab and ">unchanged</span>" in ab
+    pages = sorted((site / "runs").glob("*.html"))
+    assert len(pages) == 47 + 24
+    last = max(pages, key=lambda p: int(p.stem)).read_text()
+    assert "a100 suite run of 2026-12-24 02:17" in last and "suite, 3 processes" in last
+    # Per-process medians, clocks, throttle reasons and the environment as recorded.
+    assert "SwPowerCap" in last and "<td>1755 / -</td>" in last and "<td>driver</td><td>580.95</td>" in last
+    assert PLOTLY_JS not in last
+
+
+def test_a_history_of_ab_runs_only_lists_them(tmp_path):
+    measured = sorted(MEASUREMENTS.rglob("results.json"))
+    ab_files = [f for f in measured if json.loads(f.read_text()).get("run_kind") == "ab"]
+    assert ab_files, "the measurements hold A/B runs"
+    index = (build_site(tmp_path, ab_files) / "index.html").read_text()
+    assert "No runs in the history yet" not in index
+    assert f"No suite or bench runs yet, which the trends are drawn from; {len(ab_files)} A/B run(s) below." in index
+    assert index.count(">unchanged</span>") + index.count(">slower") + index.count(">faster") >= 1
+
+
+def test_a_repo_url_that_is_no_web_address_is_one_line():
+    with pytest.raises(UserError, match=r"--repo-url 'github.com/x' is not a web address; give .*https://github"):
+        CommitLinks.of("github.com/x")
 
 
 def _browser() -> str:
@@ -66,6 +134,17 @@ def _browser() -> str:
         if name and shutil.which(name):
             return shutil.which(name)
     pytest.skip("no Chromium on PATH (apt-get install chromium, or set CHROMIUM); .ci/run installs it")
+
+
+# Per chart: its id, its runs' times and its x axis's range (ms since the epoch), the bottom of its drawing
+# and the lowest edge of its x axis's tick labels (pixels).
+_AXES = """() => [...document.querySelectorAll('.js-plotly-plot')].map(div => ({
+    id: div.id,
+    x: div.data[0].x.map(t => Date.parse(t.replace(' ', 'T') + 'Z')),
+    range: div._fullLayout.xaxis.range.map(t => Date.parse(String(t).replace(' ', 'T') + 'Z')),
+    bottom: div.querySelector('.main-svg').getBoundingClientRect().bottom,
+    lowest_tick: Math.max(...[...div.querySelectorAll('.xtick text')].map(t => t.getBoundingClientRect().bottom)),
+}))"""
 
 
 def test_the_pages_load_in_a_headless_browser_with_charts_and_no_errors(site):
@@ -92,8 +171,21 @@ def test_the_pages_load_in_a_headless_browser_with_charts_and_no_errors(site):
                 points = page.locator(".plotly-graph-div .scatterlayer .point").count()
                 assert drawn >= charts and (charts == 0 or points >= charts), (name, charts, drawn, points)
             step_lines = page.locator("#chart-a100-paper-opt1-b1-time .shapelayer path").count()
-            assert step_lines >= 2  # the step (red) and the driver update (grey)
+            assert step_lines >= 3  # the band, the step (red) and the driver update (grey)
             assert page.locator("table").first.inner_text().count("paper/opt1/b1") == 1
+            assert (
+                page.locator("#chart-a100-paper-opt1-b1-time .errorbar").count() == 22
+            )  # the rounds' spread, one-process nights
+            # Each chart's x axis spans its own runs: the three-process series (the last two nights) is not
+            # stretched back to the driver update of night 12, and no tick label is cut off at the bottom.
+            for chart in page.evaluate(_AXES):
+                first, last = min(chart["x"]), max(chart["x"])
+                low, high = chart["range"]
+                assert first - 0.1 * (last - first) - 7.2e6 <= low <= first, chart["id"]
+                assert last <= high <= last + 0.1 * (last - first) + 7.2e6, chart["id"]
+                assert chart["lowest_tick"] <= chart["bottom"] + 0.5, chart["id"]
+            page.goto((site / "runs" / "1.html").as_uri(), wait_until="load")
+            assert "Cases" in page.inner_text("body")
         finally:
             browser.close()
     assert not problems, problems

@@ -34,3 +34,12 @@ def test_a_run_stored_before_files_said_so_is_placed_by_its_process_medians():
     plain = _run(3, 1)
     plain.options = {}
     assert list(case_frame([old, plain])["case"]) == ["paper/opt1/b1/p3", "paper/opt1/b1"]
+
+
+def test_a_live_append_keeps_the_process_count_its_file_states():
+    # A live append adds the run's options; what the results file says the run was (three processes) wins.
+    document = results_document("h200", datetime.datetime(2026, 12, 5), "c5", {"opt1": 230.0})
+    document.update(run_description(3, None))
+    run = run_from_document(document, "suite", {"options": {"processes": 1, "perf_processes": 3}})
+    assert run.options["processes"] == 3 and run.options["run_kind"] == "processes"
+    assert list(case_frame([run, _run(6, 1)])["case"]) == ["paper/opt1/b1/p3", "paper/opt1/b1"]

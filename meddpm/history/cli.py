@@ -13,6 +13,7 @@ import pandas as pd
 from meddpm.errors import UserError, run_command
 from meddpm.history.changepoints import OPEN_WINDOW, Step, detect
 from meddpm.history.dashboard import write_site
+from meddpm.history.html_parts import CommitLinks
 from meddpm.history.importer import expand, import_files
 from meddpm.history.series import case_frame, environment_changes
 from meddpm.history.store import DEFAULT_DB, ENV_VAR, HistoryStore, resolve_target
@@ -55,6 +56,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     report = sub.add_parser("report", parents=[common, window], help="write the dashboard: a static site")
     report.add_argument("--out", type=Path, required=True, help="the folder to write the site into")
+    report.add_argument(
+        "--repo-url",
+        metavar="URL",
+        help="the repository's web address (https://github.com/OWNER/REPO): commits and step ranges become links",
+    )
     return p
 
 
@@ -66,6 +72,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         raise UserError(f"--window must be at least 1, got {args.window}")
     if args.command == "import":
         return _import(target, args.files)
+    links = CommitLinks.of(getattr(args, "repo_url", None))
     with HistoryStore.open(target, create=False) as store:
         runs = store.runs()
         label = store.label
@@ -76,10 +83,11 @@ def run(argv: Sequence[str] | None = None) -> int:
     if args.out.exists() and not args.out.is_dir():
         raise UserError(f"--out {args.out} is a file; give a folder for the site")
     try:
-        pages = write_site(args.out, frame, steps, environment_changes(frame), label)
+        pages = write_site(args.out, frame, steps, environment_changes(frame), label, runs, links)
     except OSError as exc:
         raise UserError(f"cannot write the dashboard to {args.out}: {exc.strerror}") from None
-    print(f"dashboard: {pages[0]} and {len(pages) - 1} architecture page(s)")
+    archs = frame["arch"].nunique()
+    print(f"dashboard: {pages[0]} and {archs} architecture page(s), {len(pages) - 1 - archs} run page(s)")
     return 0
 
 

@@ -1,16 +1,18 @@
-"""The history as a static site: an index, one page per architecture, Plotly charts, no server.
+"""The history as a static site: an index, one page per architecture and per run, Plotly charts, no server.
 
-Every page loads ``plotly.min.js`` from its own folder (written once beside the pages), so the site
-opens from the file system or any static host, offline. Per case there is a chart per metric with
-the runs (commit, time, host and software on hover), the steps found (red: worse, green: better)
-and the environment's changes (grey), which are the usual cause of a step in every case.
+The pages with charts load ``plotly.min.js`` from the site's folder (written once beside them), so the
+site opens from the file system or any static host, offline; the index and the run pages have no chart
+and load nothing. Per case there is a chart per metric with the runs (commit, time, host and software on
+hover; the spread of the run's time as an error bar), the steps found (red: worse, green: better), the
+band of the current level within which ``check`` reports no step, and the environment's changes (grey),
+which are the usual cause of a step in every case. Each step carries its commit range (the last good
+commit to the first bad one) and, while open, the command that bisects it.
 """
 
 from __future__ import annotations
 
 import datetime
 import html
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -20,11 +22,15 @@ import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
 from meddpm.atomic import write_text_atomic
-from meddpm.history.changepoints import ALL_CASES, Step
+from meddpm.history.changepoints import ALL_CASES, RULES, Step
+from meddpm.history.html_parts import PLOTLY_JS, CommitLinks, page, slug, table
+from meddpm.history.models import Run
+from meddpm.history.run_pages import ab_runs_table, recent_runs_table, run_href, write_run_pages
 from meddpm.history.series import METRICS, EnvironmentChange
 
-PLOTLY_JS = "plotly.min.js"
-_WORSE, _BETTER, _ENVIRONMENT = "#c0392b", "#1e8449", "#7f8c8d"
+_WORSE, _BETTER, _ENVIRONMENT, _BAND = "#c0392b", "#1e8449", "#7f8c8d", "rgba(31, 119, 180, 0.12)"
+# Room either side of a chart's runs: a twenty-fifth of their span, at least an hour (one run has none).
+_PAD, _MIN_PAD = 0.04, datetime.timedelta(hours=1)
 # Zoom, pan, reset and download stay; the rest of Plotly's tool bar would cover a small chart's title.
 _FEWER_BUTTONS = [
     "select2d",
@@ -36,15 +42,6 @@ _FEWER_BUTTONS = [
     "hoverCompareCartesian",
     "toggleSpikelines",
 ]
-_STYLE = """
-body { font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }
-table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
-th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; }
-th { background: #f2f2f2; }
-.charts { display: grid; grid-template-columns: repeat(auto-fill, minmax(320px, 1fr)); gap: 0.5em; }
-.none { color: #777; }
-.open { color: #c0392b; font-weight: bold; }
-"""
 
 
 def write_site(
@@ -53,61 +50,76 @@ def write_site(
     steps: Sequence[Step],
     changes: Sequence[EnvironmentChange],
     database: str,
+    runs: Sequence[Run] = (),
+    links: CommitLinks | None = None,
 ) -> list[Path]:
-    """Write the index, a page per architecture and Plotly's script into ``out``; returns the pages."""
+    """Write the index, a page per architecture and per run, and Plotly's script into ``out``.
+
+    ``frame``, ``steps`` and ``changes``: the trends (:func:`~meddpm.history.series.case_frame`); ``runs``:
+    every stored run, A/B runs included, for the tables of runs and their pages; ``links``: how commits are
+    shown (plain text by default). Returns the index, then the
+    architecture pages, then the run pages.
+    """
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    links = links or CommitLinks()
     archs = sorted(frame["arch"].unique()) if not frame.empty else []
     out.mkdir(parents=True, exist_ok=True)
     write_text_atomic(out / PLOTLY_JS, get_plotlyjs())
     pages = [out / "index.html"]
-    write_text_atomic(pages[0], _index(frame, steps, archs, database, stamp))
+    write_text_atomic(pages[0], _index(frame, steps, archs, runs, links, database, stamp))
     for arch in archs:
-        page = out / f"{_slug(arch)}.html"
+        arch_page = out / f"{slug(arch)}.html"
         rows = frame[frame["arch"] == arch]
-        write_text_atomic(
-            page,
-            _arch_page(arch, rows, [s for s in steps if s.arch == arch], [c for c in changes if c.arch == arch], stamp),
-        )
-        pages.append(page)
-    return pages
+        arch_steps = [s for s in steps if s.arch == arch]
+        arch_changes = [c for c in changes if c.arch == arch]
+        write_text_atomic(arch_page, _arch_page(arch, rows, arch_steps, arch_changes, links, stamp))
+        pages.append(arch_page)
+    return pages + write_run_pages(out, runs, links, stamp)
 
 
-def _page(title: str, body: str) -> str:
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>{html.escape(title)}</title><style>{_STYLE}</style>"
-        f'<script src="{PLOTLY_JS}"></script></head>\n<body>\n{body}\n</body></html>\n'
-    )
-
-
-def _index(frame: pd.DataFrame, steps: Sequence[Step], archs: Sequence[str], database: str, stamp: str) -> str:
+def _index(
+    frame: pd.DataFrame,
+    steps: Sequence[Step],
+    archs: Sequence[str],
+    runs: Sequence[Run],
+    links: CommitLinks,
+    database: str,
+    stamp: str,
+) -> str:
     rows = []
     for arch in archs:
-        runs = frame[frame["arch"] == arch].drop_duplicates("run_id")
+        trend = frame[frame["arch"] == arch].drop_duplicates("run_id")
         open_count = sum(1 for s in steps if s.arch == arch and s.open)
-        latest = runs.iloc[-1]
+        latest = trend.iloc[-1]
         rows.append(
             [
-                f'<a href="{_slug(arch)}.html">{html.escape(arch)}</a>',
-                len(runs),
+                f'<a href="{slug(arch)}.html">{html.escape(arch)}</a>',
+                len(trend),
                 f"{latest['started_at']:%Y-%m-%d %H:%M}",
-                html.escape(str(latest["commit"])[:12]),
+                links.commit(str(latest["commit"])),
                 f'<span class="open">{open_count}</span>' if open_count else open_count,
             ]
         )
-    headers = ["architecture", "runs", "latest run", "latest commit", "open regressions"]
-    table = _table(headers, rows, "No runs in the history yet.")
+    headers = ["architecture", "runs in the trends", "latest run", "latest commit", "open regressions"]
+    others = len(runs) - frame["run_id"].nunique() if runs else 0
+    empty = (
+        f"No suite or bench runs yet, which the trends are drawn from; {others} A/B run(s) below."
+        if others
+        else "No runs in the history yet."
+    )
     body = (
         "<h1>Med-DDPM performance history</h1>"
-        f"<p>From {html.escape(database)}, {stamp}.</p>{table}"
-        f"<h2>Open regressions</h2>{_steps_table([s for s in steps if s.open])}"
+        f"<p>From {html.escape(database)}, {stamp}.</p>{table(headers, rows, empty)}"
+        f"<h2>Open regressions</h2>{_steps_table([s for s in steps if s.open], links, bisect=True)}"
+        f"<h2>Recent runs</h2>{recent_runs_table(runs, links)}"
+        f"<h2>A/B runs</h2>{ab_runs_table(runs, links)}"
     )
-    return _page("Med-DDPM performance history", body)
+    return page("Med-DDPM performance history", body)
 
 
-def _steps_table(steps: Sequence[Step]) -> str:
-    headers = ["arch", "case", "metric", "change", "before &rarr; after", "p", "first commit after", "run"]
-    headers += ["runs since", "environment change there"]
+def _steps_table(steps: Sequence[Step], links: CommitLinks, bisect: bool = False) -> str:
+    headers = ["arch", "case", "metric", "change", "before &rarr; after", "p", "commits (last good..first bad)"]
+    headers += ["first run after", "runs since", "environment change there"] + (["bisect"] if bisect else [])
     rows = [
         [
             html.escape(s.arch),
@@ -116,14 +128,22 @@ def _steps_table(steps: Sequence[Step]) -> str:
             f"{s.change:+.1%}",
             _levels(s),
             f"{s.p_value:.2g}",
-            f"<code>{html.escape(s.commit[:12])}</code>",
-            f"{s.started_at:%Y-%m-%d %H:%M}",
+            links.range(s.good_commit, s.commit),
+            f'<a href="{run_href(s.run_id)}">{s.started_at:%Y-%m-%d %H:%M}</a>',
             s.runs_since,
             html.escape(", ".join(s.environment)) or "-",
         ]
+        + ([_bisect(s)] if bisect else [])
         for s in steps
     ]
-    return _table(headers, rows, "None.")
+    return table(headers, rows, "None.")
+
+
+def _bisect(step: Step) -> str:
+    """The step's bisect command, or why it has none."""
+    line = step.triage()
+    _, found, command = line.partition("; bisect: ")
+    return f"<code>{html.escape(command)}</code>" if found else html.escape(line)
 
 
 def _levels(step: Step) -> str:
@@ -133,7 +153,12 @@ def _levels(step: Step) -> str:
 
 
 def _arch_page(
-    arch: str, frame: pd.DataFrame, steps: Sequence[Step], changes: Sequence[EnvironmentChange], stamp: str
+    arch: str,
+    frame: pd.DataFrame,
+    steps: Sequence[Step],
+    changes: Sequence[EnvironmentChange],
+    links: CommitLinks,
+    stamp: str,
 ) -> str:
     latest = frame.iloc[-1]
     software = ", ".join(
@@ -159,30 +184,28 @@ def _arch_page(
         f'<p><a href="index.html">&larr; all architectures</a></p><h1>{html.escape(arch)}</h1>'
         f"<p>{frame['run_id'].nunique()} runs; latest {latest['started_at']:%Y-%m-%d %H:%M} "
         f"({html.escape(software)}). {stamp}.</p>"
-        f"<h2>Open regressions</h2>{_steps_table([s for s in steps if s.open])}"
-        f"<h2>All steps found</h2>{_steps_table(steps)}"
-        f"<h2>Environment changes</h2>{_changes_table(changes)}"
+        f"<h2>Open regressions</h2>{_steps_table([s for s in steps if s.open], links, bisect=True)}"
+        f"<h2>All steps found</h2>{_steps_table(steps, links)}"
+        f"<h2>Environment changes</h2>{_changes_table(changes, links)}"
         "<h2>Cases</h2><p>Red lines: a step to worse, green: to better (the first run after it); grey dots: "
-        f"an environment change. Times are UTC; hover a point for its commit.</p>{''.join(sections)}"
+        "an environment change. The shaded band: the case's level since its last step, give or take the "
+        "smallest step <code>check</code> reports; error bars: the spread of the run's time (the range of its "
+        f"processes' medians, else its rounds' quartiles). Times are UTC; hover a point for its commit.</p>"
+        f"{''.join(sections)}"
     )
-    return _page(f"{arch}: Med-DDPM performance history", body)
+    return page(f"{arch}: Med-DDPM performance history", body, plotly=True)
 
 
-def _changes_table(changes: Sequence[EnvironmentChange]) -> str:
+def _changes_table(changes: Sequence[EnvironmentChange], links: CommitLinks) -> str:
     rows = [
-        [f"{c.started_at:%Y-%m-%d %H:%M}", f"<code>{html.escape(c.commit[:12])}</code>", html.escape(c.describe())]
+        [
+            f'<a href="{run_href(c.run_id)}">{c.started_at:%Y-%m-%d %H:%M}</a>',
+            links.commit(c.commit),
+            html.escape(c.describe()),
+        ]
         for c in changes
     ]
-    return _table(["run", "commit", "change"], rows, "None recorded.")
-
-
-def _table(headers: Sequence[str], rows: Sequence[Sequence[object]], empty: str) -> str:
-    """An HTML table of ``rows`` (cells already escaped) under ``headers``; without rows, ``empty`` as a note."""
-    if not rows:
-        return f'<p class="none">{empty}</p>'
-    head = "".join(f"<th>{h}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
+    return table(["run", "commit", "change"], rows, "None recorded.")
 
 
 def _chart(
@@ -193,50 +216,88 @@ def _chart(
     steps: Sequence[Step],
     changes: Sequence[EnvironmentChange],
 ) -> str:
-    """One metric of one case over time, with the steps and environment changes drawn on it."""
+    """One metric of one case over its runs, with the steps, the current level's band and environment changes.
+
+    The x axis spans this case's runs only: a step or an environment change of the architecture outside them
+    (another case's series, or a run before this series began) is not drawn, so it cannot stretch the axis.
+    """
     info = METRICS[metric]
     rows = rows[rows[metric].notna()]
-    hover = rows[["commit", "kind", "host", "driver", "torch"]].fillna("?").astype(str)
+    hover = rows[["commit", "kind", "host", "driver", "torch", "run_id"]].fillna("?").astype(str)
     hover["commit"] = hover["commit"].str[:12]
+    spread = None
+    if metric == "time" and rows["time_low"].notna().any():
+        spread = {
+            "type": "data",
+            "symmetric": False,
+            "array": (rows["time_high"] - rows[metric]).fillna(0).to_numpy(),
+            "arrayminus": (rows[metric] - rows["time_low"]).fillna(0).to_numpy(),
+            "thickness": 1,
+            "width": 2,
+        }
     figure = go.Figure(
         go.Scatter(
             x=rows["started_at"],
             y=rows[metric],
             mode="lines+markers",
             name=info.unit,
+            error_y=spread,
             customdata=hover.to_numpy(),
             hovertemplate="%{x|%Y-%m-%d %H:%M}<br>%{y:.4g} "
             + info.unit
-            + "<br>commit %{customdata[0]} (%{customdata[1]})<br>host %{customdata[2]}"
+            + "<br>commit %{customdata[0]} (%{customdata[1]}, run %{customdata[5]})<br>host %{customdata[2]}"
             + "<br>driver %{customdata[3]}, torch %{customdata[4]}<extra></extra>",
         )
     )
+    first, last = rows["started_at"].min(), rows["started_at"].max()
+    pad = max((last - first) * _PAD, _MIN_PAD)
     # TFLOP/s is flops over time: its steps are the time steps, drawn here too.
     marked = "time" if metric == "tflops" else metric
-    for step in steps:
-        if step.metric == marked and step.case in (case, ALL_CASES):
-            label = f"{'all cases ' if step.case == ALL_CASES else ''}{step.metric} {step.change:+.1%}"
-            _vertical(figure, step.started_at, _WORSE if step.regression else _BETTER, label, "solid", above=True)
+    drawn = [s for s in steps if s.metric == marked and s.case in (case, ALL_CASES) and first <= s.started_at <= last]
+    for step in drawn:
+        label = f"{'all cases ' if step.case == ALL_CASES else ''}{step.metric} {step.change:+.1%}"
+        _vertical(figure, step.started_at, _WORSE if step.regression else _BETTER, label, "solid", above=True)
     for change in changes:
-        _vertical(figure, change.started_at, _ENVIRONMENT, change.describe(), "dot", above=False)
+        if first <= change.started_at <= last:
+            _vertical(figure, change.started_at, _ENVIRONMENT, change.describe(), "dot", above=False)
+    _band(figure, rows, metric, max((s.started_at for s in drawn), default=first), last)
     figure.update_layout(
         title={"text": f"{case}: {metric} ({info.unit})", "font": {"size": 13}, "x": 0.01, "xanchor": "left"},
         height=280,
-        margin={"l": 50, "r": 10, "t": 40, "b": 30},
+        margin={"l": 50, "r": 10, "t": 40, "b": 10},
         showlegend=False,
         # No named template: applying one copies it whole, 0.1 s a chart, most of the time a site takes.
         template="none",
         plot_bgcolor="white",
-        xaxis={"showgrid": True, "gridcolor": "#eee"},
-        yaxis={"showgrid": True, "gridcolor": "#eee"},
+        # automargin: a short range's two-line tick labels (time over date) get the room they need.
+        xaxis={"showgrid": True, "gridcolor": "#eee", "range": [first - pad, last + pad], "automargin": True},
+        yaxis={"showgrid": True, "gridcolor": "#eee", "automargin": True},
     )
     return pio.to_html(
         figure,
         full_html=False,
         include_plotlyjs=False,
-        div_id=f"chart-{_slug(arch)}-{_slug(case)}-{metric}",
+        div_id=f"chart-{slug(arch)}-{slug(case)}-{metric}",
         config={"displaylogo": False, "responsive": True, "modeBarButtonsToRemove": _FEWER_BUTTONS},
         default_height="280px",
+    )
+
+
+def _band(
+    figure: go.Figure, rows: pd.DataFrame, metric: str, since: datetime.datetime, last: datetime.datetime
+) -> None:
+    """The case's level since its last step, give or take the smallest step ``check`` reports (its rule's)."""
+    level = float(rows.loc[rows["started_at"] >= since, metric].median())
+    width = RULES["time" if metric == "tflops" else metric].min_step
+    figure.add_shape(
+        type="rect",
+        x0=since,
+        x1=last,
+        y0=level * (1 - width),
+        y1=level * (1 + width),
+        fillcolor=_BAND,
+        line={"width": 0},
+        layer="below",
     )
 
 
@@ -259,7 +320,3 @@ def _vertical(figure: go.Figure, at: datetime.datetime, colour: str, label: str,
         xanchor="left",
         yanchor="bottom" if above else "top",
     )
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower() or "x"

@@ -6,6 +6,7 @@ import datetime
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from meddpm.history.models import CaseResult, Run
@@ -34,7 +35,8 @@ TREND_KINDS = ("suite", "bench")
 
 
 def case_frame(runs: Sequence[Run]) -> pd.DataFrame:
-    """One row per (run, case): the run's time, commit and environment, and every metric in its unit.
+    """One row per (run, case): the run's time, commit and environment, every metric in its unit, and the
+    spread of its time within the run (``time_low``, ``time_high``: :func:`time_spread`).
 
     Rows are ordered by the run's start, oldest first; runs of kinds outside :data:`TREND_KINDS` are left out.
     The ``case`` column names the series (:func:`series_case`).
@@ -58,10 +60,23 @@ def case_frame(runs: Sequence[Run]) -> pd.DataFrame:
             for metric in METRICS.values():
                 value = getattr(case, metric.column)
                 row[metric.name] = None if value is None else float(value) * metric.scale
+            row["time_low"], row["time_high"] = time_spread(case)
             rows.append(row)
     columns = ["run_id", "arch", "kind", "started_at", "commit", "branch", "host", *ENVIRONMENT_FIELDS, "case"]
-    frame = pd.DataFrame(rows, columns=[*columns, *METRICS])
+    frame = pd.DataFrame(rows, columns=[*columns, *METRICS, "time_low", "time_high"])
     return frame.sort_values(["started_at", "run_id"], kind="stable").reset_index(drop=True)
+
+
+def time_spread(case: CaseResult) -> tuple[float | None, float | None]:
+    """The spread of a case's time within its run (ms): the range of its processes' medians where several
+    processes measured it, else the quartiles of its rounds; None where it had fewer than two."""
+    values = case.process_medians_ms if len(case.process_medians_ms) > 1 else case.samples_ms
+    if len(values) < 2:
+        return None, None
+    if values is case.process_medians_ms:
+        return float(min(values)), float(max(values))
+    low, high = np.percentile(values, [25, 75])
+    return float(low), float(high)
 
 
 def series_case(run: Run, case: CaseResult) -> str:
@@ -77,10 +92,19 @@ def series_case(run: Run, case: CaseResult) -> str:
 def _processes(run: Run, case: CaseResult) -> int:
     """The measuring processes (per side) that the run's file stated; for a run stored before files said
     so, those that measured the case."""
+    return _stated_processes(run) or len(case.process_medians_ms) or 1
+
+
+def run_processes(run: Run) -> int:
+    """The measuring processes (per side) of a run: as its file stated, else the most that measured a case."""
+    return _stated_processes(run) or max((len(case.process_medians_ms) for case in run.cases), default=0) or 1
+
+
+def _stated_processes(run: Run) -> int | None:
     stated = (run.options or {}).get("processes")
     if isinstance(stated, int) and not isinstance(stated, bool) and stated >= 1:
         return stated
-    return len(case.process_medians_ms) or 1
+    return None
 
 
 @dataclass(frozen=True)

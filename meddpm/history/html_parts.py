@@ -1,0 +1,91 @@
+"""What every page of the dashboard shares: the page frame, tables, links to commits, file names."""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from meddpm.errors import UserError
+
+PLOTLY_JS = "plotly.min.js"
+DIRTY = "+dirty"
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }
+table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }
+th { background: #f2f2f2; }
+.charts { display: grid; grid-template-columns: repeat(auto-fill, minmax(320px, 1fr)); gap: 0.5em; }
+.none { color: #777; }
+.open { color: #c0392b; font-weight: bold; }
+"""
+
+
+def page(title: str, body: str, *, plotly: bool = False, up: str = "") -> str:
+    """A whole HTML page; ``plotly``: it has charts, so it loads Plotly's script (``up``: the path to its folder)."""
+    script = f'<script src="{up}{PLOTLY_JS}"></script>' if plotly else ""
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{html.escape(title)}</title><style>{STYLE}</style>{script}</head>\n<body>\n{body}\n</body></html>\n"
+    )
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]], empty: str) -> str:
+    """An HTML table of ``rows`` (cells already escaped) under ``headers``; without rows, ``empty`` as a note."""
+    if not rows:
+        return f'<p class="none">{empty}</p>'
+    head = "".join(f"<th>{h}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def slug(text: str) -> str:
+    """``text`` as a file name or an element id."""
+    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower() or "x"
+
+
+def revision(commit: str) -> str | None:
+    """A stored commit as git names it (12 digits, without the mark of a dirty tree); None where unknown."""
+    bare = commit.removesuffix(DIRTY)
+    return bare[:12] if bare and bare != "unknown" else None
+
+
+@dataclass(frozen=True)
+class CommitLinks:
+    """Commits as text, linked to the repository's web pages where its URL was given (``report --repo-url``).
+
+    GitHub, GitLab and Gitea all serve ``URL/commit/SHA`` and ``URL/compare/A...B``.
+    """
+
+    repo_url: str | None = None
+
+    @classmethod
+    def of(cls, repo_url: str | None) -> CommitLinks:
+        """Links into ``repo_url`` (http or https), or a one-line UserError."""
+        if repo_url is None:
+            return cls()
+        if not re.fullmatch(r"https?://[^\s/]+(/[^\s]*)?", repo_url):
+            raise UserError(
+                f"--repo-url {repo_url!r} is not a web address; give the repository's, "
+                "such as https://github.com/OWNER/REPO"
+            )
+        return cls(repo_url.rstrip("/"))
+
+    def commit(self, commit: str) -> str:
+        """The commit (12 digits, with its dirty mark), linked to its page where it is a known commit."""
+        text = f"<code>{html.escape(commit[:12])}{DIRTY if commit.endswith(DIRTY) else ''}</code>"
+        known = revision(commit)
+        if self.repo_url is None or known is None:
+            return text
+        return f'<a href="{html.escape(self.repo_url)}/commit/{html.escape(known)}">{text}</a>'
+
+    def range(self, good: str, bad: str) -> str:
+        """``good..bad``, linked to the comparison of the two where both are known commits."""
+        first, last = revision(good), revision(bad)
+        if first is None or last is None or first == last:
+            return f"{self.commit(good)}..{self.commit(bad)}"
+        text = f"<code>{html.escape(first)}..{html.escape(last)}</code>"
+        if self.repo_url is None:
+            return text
+        return f'<a href="{html.escape(self.repo_url)}/compare/{html.escape(first)}...{html.escape(last)}">{text}</a>'

@@ -1,0 +1,124 @@
+"""The last good run: the newest run of an architecture that no open regression had reached, for ``--compare-to``.
+
+An A/B run against the last good commit measures a working tree against the code that last measured well,
+on the same architecture. A run is good when it started before the first run of every open regression of
+its architecture (:func:`meddpm.history.changepoints.detect`, the rule ``meddpm-history check`` fails on):
+the commit of a run at or after such a step carries the regression, whichever cases that run measured. Only
+a run of a plain git commit can be checked out again: one of a dirty tree (``sha+dirty``) or of an unknown
+commit is passed over.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from meddpm.errors import UserError
+from meddpm.history.changepoints import detect
+from meddpm.history.models import Run
+from meddpm.history.series import TREND_KINDS, case_frame, run_processes
+from meddpm.history.store import DEFAULT_DB, HistoryStore, resolve_target
+
+_SHA = re.compile(r"[0-9a-f]{7,40}")
+_FIX = "run the suite (or meddpm-bench) with --history first, or give --compare-to REV"
+
+
+@dataclass(frozen=True)
+class LastGood:
+    """The run :func:`last_good` chose: its commit, when and where it ran, and what each case measured.
+
+    ``medians_ms``: each case's median (the case key, ``preset/combo/b<batch>``, ``/ddp<N>`` for DDP) in ms.
+    """
+
+    commit: str
+    run_id: int
+    started_at: datetime.datetime  # UTC, naive
+    arch: str
+    kind: str
+    processes: int
+    gpu_name: str | None
+    gpu_uuid: str | None
+    driver: str | None
+    torch: str | None
+    cuda: str | None
+    cudnn: str | None
+    python: str | None
+    environment: dict[str, Any]
+    medians_ms: dict[str, float]
+
+
+def last_good(target: str | None, arch: str, kind: str, processes: int | None = None) -> LastGood:
+    """The newest good ``kind`` run (``suite`` or ``bench``) on ``arch`` in the history database.
+
+    ``target``: the database as ``--history`` gives it (None: ``$MEDDPM_HISTORY``, else
+    ``./perf-history.sqlite``). ``processes``: only runs measured in that many worker processes (None: any).
+    No database, no such run, or no good one is a one-line :class:`UserError` naming the fix.
+    """
+    if kind not in TREND_KINDS:
+        raise UserError(f"last good run: kind {kind!r} is not one of {', '.join(TREND_KINDS)}")
+    database = resolve_target(target, DEFAULT_DB)
+    try:
+        with HistoryStore.open(database, create=False) as store:
+            runs = store.runs()
+            label = store.label
+    except UserError as exc:
+        raise UserError(f"no last good run: {exc}; {_FIX}") from None
+    wanted = " ".join(filter(None, [kind, "run", f"in {processes} process(es)" if processes else ""]))
+    candidates = [
+        run
+        for run in runs
+        if run.arch == arch and run.kind == kind and (processes is None or run_processes(run) == processes)
+    ]
+    if not candidates:
+        raise UserError(f"no last good run: the history {label} holds no {wanted} on {arch}; {_FIX}")
+    first_bad = _first_regressed_run(runs, arch)
+    before = [run for run in candidates if first_bad is None or _order(run) < _order(first_bad)]
+    if not before:
+        raise UserError(
+            f"no last good run: every {wanted} on {arch} in {label} is at or after the open regression from "
+            f"commit {first_bad.commit[:12]} ({first_bad.started_at:%Y-%m-%d %H:%M}; meddpm-history check lists it); "
+            "give --compare-to REV"
+        )
+    committed = [run for run in before if _SHA.fullmatch(run.commit)]
+    if not committed:
+        raise UserError(
+            f"no last good run: every good {wanted} on {arch} in {label} ({len(before)}) measured a dirty tree or "
+            "an unknown commit, which cannot be checked out for an A/B run; run the suite with --history on a "
+            "clean commit, or give --compare-to REV"
+        )
+    return _last_good(committed[-1], processes)
+
+
+def _first_regressed_run(runs: list[Run], arch: str) -> Run | None:
+    """The earliest run at which an open regression of ``arch`` starts, or None where none is open."""
+    by_id = {run.id: run for run in runs}
+    frame = case_frame([run for run in runs if run.arch == arch])
+    starts = [by_id[step.run_id] for step in detect(frame) if step.open]
+    return min(starts, key=_order, default=None)
+
+
+def _order(run: Run) -> tuple[datetime.datetime, int]:
+    """A run's place in the history: the order the store and the change points read runs in."""
+    return run.started_at, run.id
+
+
+def _last_good(run: Run, processes: int | None) -> LastGood:
+    return LastGood(
+        commit=run.commit,
+        run_id=run.id,
+        started_at=run.started_at,
+        arch=run.arch,
+        kind=run.kind,
+        processes=processes or run_processes(run),
+        gpu_name=run.gpu_name,
+        gpu_uuid=run.gpu_uuid,
+        driver=run.driver,
+        torch=run.torch,
+        cuda=run.cuda,
+        cudnn=run.cudnn,
+        python=run.python,
+        environment=dict(run.environment or {}),
+        medians_ms={case.case: case.median_ms for case in run.cases},
+    )

@@ -1,0 +1,182 @@
+"""The dashboard's runs: a table of the recent runs, the A/B runs with their verdicts, and a page per run.
+
+A run's page holds what a triager asks of one night: what ran (kind, processes, options), where (the whole
+environment as recorded), and per case the median, the per-process medians, the clocks, temperature,
+throttle and clock-event reasons, the outcome and the verdicts.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from meddpm.atomic import write_text_atomic
+from meddpm.history.html_parts import CommitLinks, page, table
+from meddpm.history.models import CaseResult, Run
+from meddpm.history.series import run_processes
+
+RUNS_FOLDER = "runs"
+RECENT_RUNS = 30  # rows of the index's table of recent runs; every run still has its page
+_GIB = 2**30
+# The word an A/B verdict gives the time: "... vs REV (...) time unchanged: baseline 249 ms, now ..."
+_AB_WORD = re.compile(r"\btime ([a-z]+(?: [a-z]+)*?):")
+
+
+def run_href(run_id: int, up: str = "") -> str:
+    """The path of a run's page, from the site's folder (``up``: from a page below it)."""
+    return f"{up}{RUNS_FOLDER}/{run_id}.html"
+
+
+def write_run_pages(out: Path, runs: Sequence[Run], links: CommitLinks, stamp: str) -> list[Path]:
+    """A page per run in ``out/runs``; returns them."""
+    folder = out / RUNS_FOLDER
+    folder.mkdir(parents=True, exist_ok=True)
+    pages = []
+    for run in runs:
+        pages.append(folder / f"{run.id}.html")
+        write_text_atomic(pages[-1], _run_page(run, links, stamp))
+    return pages
+
+
+def recent_runs_table(runs: Sequence[Run], links: CommitLinks) -> str:
+    """The newest runs of every kind, newest first, each linked to its page."""
+    newest = sorted(runs, key=lambda r: (r.started_at, r.id), reverse=True)[:RECENT_RUNS]
+    rows = [
+        [
+            f'<a href="{run_href(run.id)}">{run.started_at:%Y-%m-%d %H:%M}</a>',
+            html.escape(run.arch),
+            _kind(run),
+            links.commit(run.commit),
+            html.escape(run.branch or "-"),
+            html.escape(run.host or "-"),
+            html.escape(run.gpu_name or "-"),
+            len(run.cases),
+            _outcomes(run.cases),
+        ]
+        for run in newest
+    ]
+    headers = ["run (UTC)", "arch", "kind", "commit", "branch", "host", "GPU", "cases", "outcomes"]
+    return table(headers, rows, "No runs in the history yet.")
+
+
+def ab_runs_table(runs: Sequence[Run], links: CommitLinks) -> str:
+    """Every A/B run, newest first: the working tree's commit against the revision, and each case's verdict."""
+    ab = sorted((r for r in runs if r.kind == "ab"), key=lambda r: (r.started_at, r.id), reverse=True)
+    rows = [
+        [
+            f'<a href="{run_href(run.id)}">{run.started_at:%Y-%m-%d %H:%M}</a>',
+            html.escape(run.arch),
+            links.commit(run.commit),
+            html.escape(str((run.options or {}).get("compare_to") or "? (not recorded)")),
+            run_processes(run),
+            "<br>".join(f"{html.escape(c.case)}: {_ab_verdict(c)}" for c in run.cases),
+        ]
+        for run in ab
+    ]
+    headers = ["run (UTC)", "arch", "working tree at", "against", "processes per side", "verdicts"]
+    return table(headers, rows, "No A/B runs.")
+
+
+def _ab_verdict(case: CaseResult) -> str:
+    """A case's A/B verdict in a word (the whole verdict on hover), else its outcome."""
+    for verdict in case.verdicts:
+        found = _AB_WORD.search(verdict)
+        if found:
+            return f'<span title="{html.escape(verdict)}">{html.escape(found.group(1))}</span>'
+    return html.escape(case.outcome or "no verdict")
+
+
+def _kind(run: Run) -> str:
+    processes = run_processes(run)
+    return html.escape(run.kind) + (f", {processes} processes" if processes > 1 else "")
+
+
+def _outcomes(cases: Sequence[CaseResult]) -> str:
+    counts: dict[str, int] = {}
+    for case in cases:
+        counts[case.outcome or "-"] = counts.get(case.outcome or "-", 0) + 1
+    return html.escape(", ".join(f"{count} {outcome}" for outcome, count in sorted(counts.items())))
+
+
+def _run_page(run: Run, links: CommitLinks, stamp: str) -> str:
+    title = f"{run.arch} {run.kind} run of {run.started_at:%Y-%m-%d %H:%M}"
+    summary = table(
+        ["field", "value"],
+        [
+            ["started (UTC)", f"{run.started_at:%Y-%m-%d %H:%M:%S}"],
+            ["kind", _kind(run)],
+            ["commit", links.commit(run.commit)],
+            ["branch", html.escape(run.branch or "-")],
+            ["host", html.escape(run.host or "-")],
+            ["GPU", html.escape(f"{run.gpu_name or '-'} {run.gpu_uuid or ''}".strip())],
+            ["driver, torch, CUDA, cuDNN, Python", html.escape(", ".join(str(v or "-") for v in _software(run)))],
+            ["source", html.escape(run.source)],
+        ],
+        "",
+    )
+    environment = table(["field", "value"], _fields(run.environment), "Not recorded.")
+    options = table(["option", "value"], _fields(run.options), "None recorded.")
+    body = (
+        f'<p><a href="../index.html">&larr; index</a></p><h1>{html.escape(title)}</h1>'
+        f"<p>{stamp}.</p>{summary}<h2>Cases</h2>{_cases_table(run.cases)}"
+        f"<h2>Verdicts</h2>{_verdicts(run.cases)}<h2>Environment</h2>{environment}<h2>Options</h2>{options}"
+    )
+    return page(title, body)
+
+
+def _software(run: Run) -> tuple[str | None, ...]:
+    return run.driver, run.torch, run.cuda, run.cudnn, run.python
+
+
+def _cases_table(cases: Sequence[CaseResult]) -> str:
+    rows = [
+        [
+            html.escape(c.case),
+            f"{c.median_ms:.4g}",
+            ", ".join(f"{m:.4g}" for m in c.process_medians_ms) or "-",
+            len(c.samples_ms),
+            _number(c.peak_allocated_bytes, _GIB, "{:.3f}"),
+            _number(c.energy_j_per_iter, 1, "{:.4g}"),
+            _number(c.tflops, 1, "{:.4g}"),
+            f"{_number(c.sm_clock_mean_mhz, 1, '{:.0f}')} / {_number(c.sm_clock_min_mhz, 1, '{:.0f}')}",
+            _number(c.temperature_max_c, 1, "{:.0f}"),
+            html.escape(", ".join(c.throttle_reasons) or "-"),
+            html.escape(", ".join(c.clock_event_reasons) or "-"),
+            html.escape(c.outcome or "-"),
+        ]
+        for c in cases
+    ]
+    headers = [
+        "case",
+        "median ms/iter",
+        "per-process medians (ms)",
+        "rounds",
+        "peak GiB",
+        "J/iter",
+        "TFLOP/s",
+        "SM clock mean / min (MHz)",
+        "max &deg;C",
+        "throttle reasons",
+        "clock-event reasons",
+        "outcome",
+    ]
+    return table(headers, rows, "No cases.")
+
+
+def _verdicts(cases: Sequence[CaseResult]) -> str:
+    lines = [f"<li>{html.escape(v)}</li>" for c in cases for v in c.verdicts]
+    return f"<ul>{''.join(lines)}</ul>" if lines else '<p class="none">None recorded.</p>'
+
+
+def _number(value: float | None, scale: float, form: str) -> str:
+    return "-" if value is None else form.format(value / scale)
+
+
+def _fields(mapping: dict | None) -> list[list[str]]:
+    return [
+        [html.escape(str(k)), html.escape(v if isinstance(v, str) else json.dumps(v, default=str))]
+        for k, v in sorted((mapping or {}).items())
+    ]
