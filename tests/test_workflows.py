@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from meddpm.judge.arch import KNOWN_ARCHS
 from meddpm.suite.pr_comment import MARKER
+
+yaml = pytest.importorskip("yaml", reason="needs PyYAML, a test extra: pip install -e '.[test]'")
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = ROOT / ".github" / "workflows"
