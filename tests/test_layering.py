@@ -35,7 +35,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "parity": {"run", "model", "data", "versioned", *PLUMBING},
     "judge": {"measure", "run", "model", "versioned", *PLUMBING},
     "report": {"measure", "run", "model"},
-    "suite": {"measure", "judge", "parity", "run", "model", "data", "report", "history", *PLUMBING},
+    "suite": {"measure", "judge", "parity", "run", "model", "data", "report", "history", "versioned", *PLUMBING},
     "history": {"measure", "judge", "versioned", *PLUMBING},
     "bench": {"measure", "judge", "run", "model", "data", "report", "history", *PLUMBING},
     "top": {"model", "run", "bench", "errors"},  # meddpm/__init__.py (the public API) and __main__.py
@@ -169,9 +169,9 @@ def test_a_harness_import_off_the_surface_is_caught():
 
 
 # Inside the suite: cases <- measuring, judging <- records, saving <- session <- plugin. The helpers of
-# layer 0 (options, the Markdown summary) may import one another.
+# layer 0 (options, the Markdown summary and pull-request comment) may import one another.
 SUITE_LAYERS = {
-    **dict.fromkeys(("options", "summary"), 0),
+    **dict.fromkeys(("options", "summary", "pr_comment"), 0),
     "cases": 1,
     "measuring": 2,
     "judging": 2,

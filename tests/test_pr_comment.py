@@ -1,0 +1,134 @@
+"""The pull-request comment of an A/B run (meddpm/suite/pr_comment.py), from planted results documents.
+
+The template is a real A/B run's results.json (an H100, opt1 and fast, 3 processes a side); each test plants
+its cases' process medians, judged by the suite's own A/B rule, so the comment reads what the suite would write.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from meddpm.judge.baseline import Tolerances
+from meddpm.judge.explain import ExplainRow
+from meddpm.judge.verdict import judge_ab
+from meddpm.suite.pr_comment import MARKER, main
+
+TEMPLATE = Path(__file__).resolve().parent.parent / "docs/measurements/2026-11-25-issue41-house/h100-final/ab-results"
+REFERENCE = [100.0, 100.01, 99.99, 100.005, 99.995]
+
+
+def _case(template: dict[str, Any], combo: str, factor: float, explain: list[ExplainRow] = ()) -> dict[str, Any]:
+    """A case whose working tree reads ``factor`` times the revision's process medians, judged as the suite does."""
+    candidate = [factor * m for m in REFERENCE]
+    verdict = judge_ab(f"paper/{combo}/b1 working tree vs base", candidate, REFERENCE, Tolerances())
+    case = copy.deepcopy(template)
+    case.update(
+        combo=combo,
+        outcome="regression" if verdict.failed else verdict.outcome if verdict.outcome != "unchanged" else "ok",
+        verdicts=[verdict.message()],
+        process_medians_ms=candidate,
+        comparisons=[
+            {
+                "metric": "time",
+                "outcome": verdict.outcome,
+                "threshold": verdict.tolerance,
+                "detectable": verdict.detectable,
+                **verdict.comparison.as_dict(),
+            }
+        ],
+        explain=[r.as_dict() for r in explain],
+    )
+    return case
+
+
+def _results(tmp_path: Path, *cases: tuple[str, float], **changes: Any) -> Path:
+    document = json.loads((TEMPLATE / "results.json").read_text())
+    template = document["cases"][0]
+    document["cases"] = [_case(template, combo, factor) for combo, factor in cases]
+    document.update(changes)
+    (tmp_path / "results.json").write_text(json.dumps(document))
+    return tmp_path
+
+
+def _cells(row: str) -> list[str]:
+    return [cell.strip() for cell in row.split("|")[1:-1]]
+
+
+def _comment(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    assert main([str(tmp_path)]) == 0
+    return capsys.readouterr().out
+
+
+def test_no_regression_says_so_with_the_table_environment_and_commits(tmp_path, capsys):
+    text = _comment(_results(tmp_path, ("opt1", 1.0), ("fast", 1.0)), capsys)
+    lines = text.splitlines()
+    assert lines[0] == MARKER
+    assert lines[1] == "## meddpm-perf A/B on h100: no slowdown"
+    assert (
+        "A: this pull request (fa2f81a9c61e66ec495207df595b4b820d24198e+dirty), B: fa2f81a, 3 processes a side" in text
+    )
+    rows = [line for line in lines if line.startswith("| paper/")]
+    assert [_cells(row)[0] for row in rows] == ["paper/opt1/b1", "paper/fast/b1"]
+    assert all(_cells(row)[-1] == "unchanged" for row in rows)
+    assert _cells(rows[0])[1:6] == ["100", "100", "1.0000 [0.9999, 1.0001]", "0.5", "0.60"]
+    assert "NVIDIA H100 80GB HBM3 (h100, driver 580.159.04), torch 2.11.0+cu130, CUDA 13.0" in text
+
+
+def test_one_regression_is_the_title_and_its_row(tmp_path, capsys):
+    text = _comment(_results(tmp_path, ("opt1", 1.0), ("fast", 1.03)), capsys)
+    assert text.splitlines()[1] == "## meddpm-perf A/B on h100: 1 case slower"
+    fast = next(line for line in text.splitlines() if line.startswith("| paper/fast/b1"))
+    assert _cells(fast)[1:4] == ["103", "100", "1.0300 [1.0299, 1.0301]"]
+    assert _cells(fast)[-2:] == ["5 vs 5", "regression"]
+    assert "Other verdicts that failed" not in text  # the time regression is the table's
+
+
+def test_a_change_under_the_threshold_is_named_and_does_not_count_as_a_slowdown(tmp_path, capsys):
+    text = _comment(_results(tmp_path, ("opt1", 1.003)), capsys)
+    assert text.splitlines()[1] == "## meddpm-perf A/B on h100: no slowdown, 1 case slower under threshold"
+    row = next(line for line in text.splitlines() if line.startswith("| paper/opt1/b1"))
+    assert _cells(row)[-1] == "slower under threshold"
+
+
+def test_a_flagged_case_shows_what_moved_and_a_counts_failure(tmp_path, capsys):
+    results = _results(tmp_path, ("fast", 1.03), ("opt1", 1.0))
+    document = json.loads((results / "results.json").read_text())
+    moved = [ExplainRow("name", "triton_poi_fused_add_0", "elementwise", 3, 0, 0.4, None)]
+    document["cases"][0]["explain"] = [r.as_dict() for r in moved]
+    opt1 = document["cases"][1]
+    opt1["outcome"] = "regression"
+    opt1["verdicts"].append("paper/opt1/b1 working tree vs base launches regression: 812 outside 790-800")
+    (results / "results.json").write_text(json.dumps(document))
+    text = _comment(results, capsys)
+    assert text.splitlines()[1] == "## meddpm-perf A/B on h100: 1 case slower, 1 case failed on counts"
+    assert "What moved in h100 paper/fast/b1" in text
+    assert "| triton_poi_fused_add_0 | elementwise | appeared" in text
+    assert "- paper/opt1/b1 working tree vs base launches regression: 812 outside 790-800" in text
+
+
+@pytest.mark.parametrize(
+    ("plant", "message"),
+    [
+        ("missing", "no results of an A/B run here"),
+        ("empty", "compare no case"),
+        ("not-ab", "not an A/B"),
+        ("corrupt", "not JSON"),
+    ],
+)
+def test_missing_or_unusable_results_are_one_line(tmp_path, capsys, plant, message):
+    if plant == "empty":
+        _results(tmp_path)
+    elif plant == "not-ab":
+        _results(tmp_path, ("opt1", 1.0), run_kind="processes", compare_to=None)
+    elif plant == "corrupt":
+        (tmp_path / "results.json").write_text("{not json")
+    assert main([str(tmp_path)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.count("\n") == 1 and err.startswith("python -m meddpm.suite.pr_comment: error: ")
+    assert message in err
