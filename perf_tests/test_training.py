@@ -25,8 +25,8 @@ def test_training_step(perf_case: PerfCase, perf_suite: SuiteRun, request: pytes
     assert result.flops_per_iter > 0
     perf_suite.time_with_benchmark(perf_case, request)
 
-    if perf_suite.options.compare_to:
-        # A/B: the working tree against the revision, both measured here; stored numbers play no part.
+    if perf_suite.options.ab:
+        # A/B: side A against side B (a revision, or another interpreter or environment); stored numbers play no part.
         failures = [v.message() for v in perf_suite.judge_against_revision(perf_case) if v.failed]
         if failures:
             pytest.fail("\n".join(failures), pytrace=False)

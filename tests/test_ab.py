@@ -167,7 +167,7 @@ def test_a_change_to_the_revisions_harness_is_not_measured_as_a_change_in_perfor
 
 
 def test_a_revision_that_cannot_be_checked_out_is_one_line_for_every_case(suite_options, monkeypatch):
-    def refused(rev, root):
+    def refused(rev, root, *rest, **options):
         raise UserError(f"--compare-to: git could not check {rev} out into /tmp/checkout")
 
     monkeypatch.setattr("meddpm.measure.processes.revision.revision", refused)

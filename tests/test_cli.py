@@ -15,7 +15,7 @@ def test_bench_on_cpu_writes_valid_json(tmp_path, capsys):
     out = tmp_path / "bench.json"
     assert main(["--combos", "baseline,opt2", "--iters", "2", "--warmup", "0", "--json", str(out)]) == 0
     data = json.loads(out.read_text())
-    assert data["schema"] == "meddpm-bench/3"
+    assert data["schema"] == "meddpm-bench/4"
     assert data["preset"] == "tiny"  # the CPU default
     assert data["environment"]["device"] == "cpu"
     assert [r["combo"] for r in data["results"]] == ["baseline", "opt2"]

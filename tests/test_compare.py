@@ -109,7 +109,7 @@ def test_energy_blocks_run_in_the_first_process_only_never_in_an_ab_run_nor_when
         assert settings["energy_error"] == 0.02
         out = Path(cmd[cmd.index("--out") + 1])
         document = {"schema": WORKER_SCHEMA, "harness": str(harness), "workload": str(tmp_path / "meddpm")}
-        out.write_text(json.dumps({**document, "results": []}))
+        out.write_text(json.dumps({**document, "environment": {}, "results": []}))
         return subprocess.CompletedProcess(cmd, 0, "", "")
 
     monkeypatch.setattr(processes, "run_to_the_end", worker)

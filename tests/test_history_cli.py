@@ -260,18 +260,19 @@ def test_a_results_document_with_no_cases_or_a_newer_schema_is_an_error(tmp_path
     empty = tmp_path / "empty.json"
     empty.write_text('{"cases": []}')
     newer = tmp_path / "newer.json"
-    newer.write_text('{"schema": "meddpm-perf-results/3", "arch": "h200", "cases": []}')
+    newer.write_text('{"schema": "meddpm-perf-results/4", "arch": "h200", "cases": []}')
     untimed = tmp_path / "untimed.json"
     environment = {"date": "2026-12-01"}
     untimed.write_text(json.dumps({"schema": "meddpm-perf-results/1", "arch": "h200", "environment": environment}))
     db = tmp_path / "h.sqlite"
     assert main(["import", "--db", str(db), str(empty), str(newer), str(untimed)]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    known = "meddpm-perf-results/1, meddpm-perf-results/2, meddpm-bench/1, meddpm-bench/2, meddpm-bench/3"
+    known = "meddpm-perf-results/1, meddpm-perf-results/2, meddpm-perf-results/3, meddpm-bench/1, meddpm-bench/2, "
+    known += "meddpm-bench/3, meddpm-bench/4"
     assert err == [
         f"meddpm-history: {empty}: not a meddpm results file (no schema field; known: {known}); "
         "give a results file written by the suite or meddpm-bench",
-        f"meddpm-history: {newer}: a meddpm-perf-results/3 file, which this meddpm-perf cannot read "
+        f"meddpm-history: {newer}: a meddpm-perf-results/4 file, which this meddpm-perf cannot read "
         f"(it reads {known}); read it with the newer meddpm-perf that wrote it",
         f"meddpm-history: {untimed}: a meddpm-perf-results/1 file with no measured cases",
     ]

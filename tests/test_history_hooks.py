@@ -61,7 +61,7 @@ def test_bench_appends_its_run_with_the_machine_and_options(bench, tmp_path, cap
     assert bench("--history", str(db)) == 0
     assert f"history: run added to {db}" in capsys.readouterr().out
     (run,) = stored(db)
-    assert (run.kind, run.arch, run.schema, run.cases[0].case) == ("bench", "cpu", "meddpm-bench/3", "tiny/baseline/b1")
+    assert (run.kind, run.arch, run.schema, run.cases[0].case) == ("bench", "cpu", "meddpm-bench/4", "tiny/baseline/b1")
     assert run.host and run.options["combos"] == "baseline" and run.source.startswith("meddpm-bench (")
     # The command line's --processes (not given) beside what the file says the run was.
     assert (run.options["run_kind"], run.options["processes"], run.options["compare_to"]) == ("measure", 1, None)
@@ -137,7 +137,7 @@ def test_the_suite_appends_its_run_after_writing_results(suite):
         100.0,
     )
     assert run.options["history"] == str(db) and run.options["combos"] == ["baseline"] and run.host
-    assert (run.schema, run.options["run_kind"], run.options["processes"]) == ("meddpm-perf-results/2", "measure", 1)
+    assert (run.schema, run.options["run_kind"], run.options["processes"]) == ("meddpm-perf-results/3", "measure", 1)
 
 
 def test_a_failing_append_is_one_line_and_results_json_stays(suite_options, tmp_path, monkeypatch):

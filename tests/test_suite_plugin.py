@@ -76,7 +76,7 @@ def test_save_then_pass_then_catch_a_planted_slowdown(suite):
     planted.stdout.fnmatch_lines([regression])
     assert "Traceback" not in planted.stdout.str()
     results = json.loads((suite.path / "results" / "results.json").read_text())
-    assert results["schema"] == "meddpm-perf-results/2" and results["cases"][0]["outcome"] == "regression"
+    assert results["schema"] == "meddpm-perf-results/3" and results["cases"][0]["outcome"] == "regression"
     assert (results["arch"], results["run_kind"], results["processes"], results["compare_to"]) == (
         "cpu",
         "measure",

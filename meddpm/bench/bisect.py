@@ -228,6 +228,8 @@ def from_options(
     """``meddpm-bench --bisect``: one combo and no other extra, then :func:`run_bisect`."""
     given = {
         "--compare-to": args.compare_to is not None,
+        "--compare-python": args.compare_python is not None,
+        "--compare-env": bool(args.compare_env),
         "--history": args.history is not None,
         "--sample": args.sample,
         "--kernel-mix": args.kernel_mix,

@@ -43,7 +43,7 @@ from meddpm.measure.campaign.settings import (
     offered,
 )
 from meddpm.measure.machine.environment import environment
-from meddpm.measure.processes.campaign import AB_PROCESSES, sigterm_as_interrupt
+from meddpm.measure.processes.campaign import AB_PROCESSES, ProcessCampaign, sigterm_as_interrupt
 from meddpm.model.config import PRESETS
 from meddpm.report.power_plot import power_chart
 from meddpm.report.tables import (
@@ -56,7 +56,7 @@ from meddpm.report.tables import (
 from meddpm.run.combos import COMBOS, get_combo
 
 PROG = "meddpm-bench"
-JSON_SCHEMA = "meddpm-bench/3"
+JSON_SCHEMA = "meddpm-bench/4"
 CPU_DEFAULT_ITERS = 3
 # Other processes take a shared machine's cores at will: one run can read many times another made minutes later.
 CPU_NOTE = (
@@ -114,6 +114,19 @@ def _parser() -> argparse.ArgumentParser:
         metavar="REV",
         help="A/B: measure git revision REV and the working tree in alternating processes; per combo the ratio, "
         "its interval, p and the smallest change this run could see; exit 1 on a significant slowdown",
+    )
+    p.add_argument(
+        "--compare-python",
+        metavar="PATH",
+        help="A/B: run side B (the working tree, or REV with --compare-to) with this Python interpreter, e.g. "
+        "another venv's with another torch, CUDA or cuDNN; it runs this tree's harness and needs torch",
+    )
+    p.add_argument(
+        "--compare-env",
+        action="append",
+        metavar="NAME=VALUE",
+        help="A/B: run side B (the working tree, or REV with --compare-to) with this environment variable too; "
+        "repeatable",
     )
     p.add_argument(
         "--bisect",
@@ -226,7 +239,13 @@ def run(argv: Sequence[str] | None = None) -> int:
     settings = _settings(args, on_gpu)
     _check_extras(args, device)
     process_plan = bench_processes.plan(
-        args.processes, args.compare_to, kernel_mix=args.kernel_mix, sample=args.sample, gpus=args.gpus
+        args.processes,
+        args.compare_to,
+        kernel_mix=args.kernel_mix,
+        sample=args.sample,
+        gpus=args.gpus,
+        compare_python=args.compare_python,
+        compare_env=args.compare_env,
     )
     json_path = _json_path(args.json, config.name)
     if args.bisect is not None:
@@ -293,7 +312,11 @@ def run(argv: Sequence[str] | None = None) -> int:
         document = {
             "schema": JSON_SCHEMA,
             **RunHeader.of(
-                detect_arch(device) if on_gpu else "cpu", process_plan.processes, process_plan.compare_to, env
+                detect_arch(device) if on_gpu else "cpu",
+                process_plan.processes,
+                process_plan.compare_to,
+                env,
+                campaign.sides() if isinstance(campaign, ProcessCampaign) else [],
             ).as_dict(),
             "preset": config.name,
             "settings": asdict(settings),

@@ -1,4 +1,5 @@
-"""``meddpm-bench --processes N`` and ``--compare-to REV``: measuring in worker processes.
+"""``meddpm-bench --processes N``, ``--compare-to REV``, ``--compare-python`` and ``--compare-env``: measuring in
+worker processes.
 
 One process's rounds share its CUDA context, its cuDNN and Inductor autotuning and the card's
 state, so they are not independent; the process is. With ``--processes N`` every combo is
@@ -7,7 +8,9 @@ spread. With ``--compare-to REV`` the working tree and REV (checked out in a tem
 worktree) run in alternating processes, and each combo gets the A/B verdict of the suite's
 ``--compare-to``: the ratio with its interval, the p-value over process medians, the smallest
 change the run could see, and "regression" only when the slowdown is significant and beyond
-the threshold that the run's own between-process spread sets.
+the threshold that the run's own between-process spread sets. ``--compare-python PATH`` and
+``--compare-env NAME=VALUE`` run side B (the working tree, or REV) under another interpreter or with
+more environment variables; each side's interpreter and versions are printed above the verdicts.
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ from meddpm.measure.campaign.inputs import process_count, revision
 from meddpm.measure.campaign.protocol import MeasuringCampaign, Progress, Source
 from meddpm.measure.campaign.settings import CampaignSettings
 from meddpm.measure.processes.campaign import ProcessCampaign
-from meddpm.measure.processes.revision import check_revision, checkout_root, sources
+from meddpm.measure.processes.revision import check_sides, sources
+from meddpm.measure.processes.sides import OtherSide, interpreter, parse_env, sides_line
 from meddpm.measure.statistics.compare import between_process_spread
 from meddpm.model.config import ModelConfig
 from meddpm.report.tables import explain_table, format_table
@@ -37,28 +41,45 @@ from meddpm.report.tables import explain_table, format_table
 
 @dataclass(frozen=True)
 class ProcessPlan:
-    """How many processes, and against which revision (None: the working tree alone)."""
+    """How many processes, against which revision (None: the working tree), and what side B runs under."""
 
     processes: int
     compare_to: str | None
+    other: OtherSide = OtherSide()
+
+    @property
+    def ab(self) -> bool:
+        """Whether this is an A/B run: against a revision, another interpreter or another environment."""
+        return self.compare_to is not None or self.other.given
 
     @property
     def active(self) -> bool:
         """Whether the bench measures in worker processes rather than in its own."""
-        return self.processes > 1 or self.compare_to is not None
+        return self.processes > 1 or self.ab
 
 
-def plan(processes: int | None, compare_to: str | None, *, kernel_mix: bool, sample: bool, gpus: int) -> ProcessPlan:
-    """The process plan of the options given, checked now: a bad REV is one line, not minutes later."""
+def plan(
+    processes: int | None,
+    compare_to: str | None,
+    *,
+    kernel_mix: bool,
+    sample: bool,
+    gpus: int,
+    compare_python: str | None = None,
+    compare_env: Sequence[str] | None = None,
+) -> ProcessPlan:
+    """The process plan of the options given, checked now: a bad REV or interpreter is one line, not minutes later."""
     compare_to = revision(compare_to)
-    result = ProcessPlan(process_count("--processes", processes, compare_to), compare_to)
+    other = OtherSide(interpreter(compare_python), parse_env(compare_env))
+    ab = "--compare-to" if compare_to is not None else "--compare-python/--compare-env" if other.given else None
+    result = ProcessPlan(process_count("--processes", processes, ab), compare_to, other)
     if result.active and kernel_mix:
         raise UserError("--kernel-mix profiles the models of this process; drop it or --processes/--compare-to")
-    if compare_to is not None and (sample or gpus):
+    if ab is not None and (sample or gpus):
         extra = "--sample" if sample else "--gpus"
-        raise UserError(f"{extra} would measure the working tree only; run it without --compare-to")
-    if compare_to is not None:  # the slowest check last: it imports the revision's workload
-        check_revision(compare_to, checkout_root())
+        raise UserError(f"{extra} would measure the working tree only; run it without {ab}")
+    if ab is not None:  # the slowest check last: it drives side B's workload once
+        check_sides(compare_to, other)
     return result
 
 
@@ -72,7 +93,7 @@ def campaign(
     settings: CampaignSettings,
 ) -> Iterator[ProcessCampaign]:
     """The process campaign of ``process_plan``; REV's worktree exists while the block runs."""
-    with sources(process_plan.compare_to) as measured:
+    with sources(process_plan.compare_to, process_plan.other) as measured:
         yield ProcessCampaign(
             config,
             combos,
@@ -141,8 +162,9 @@ def ab_table(verdicts: dict[str, Verdict], sources: Sequence[Source]) -> pd.Data
     return pd.DataFrame(rows).set_index("combo")
 
 
-def report(campaign: MeasuringCampaign, processes: int, extras: dict[str, object]) -> int:
-    """Print the process medians and, for an A/B run, the verdicts; 1 if the working tree is slower."""
+def report(campaign: ProcessCampaign, processes: int, extras: dict[str, object]) -> int:
+    """Print the process medians and, for an A/B run, each side's interpreter and the verdicts; 1 if side A is
+    slower."""
     say(f"per-process medians ({campaign.sources[0].label}):")
     say(format_table(spread_table(campaign)))
     extras["process_medians_ms"] = process_medians(campaign)
@@ -152,6 +174,7 @@ def report(campaign: MeasuringCampaign, processes: int, extras: dict[str, object
     verdicts = {combo: case.time for combo, case in cases.items()}
     tree, rev = campaign.sources
     say(f"A/B, {processes} processes a side: {tree.label} against {rev.label}")
+    say(sides_line(campaign.sides()))
     say(format_table(ab_table(verdicts, campaign.sources)))
     extras["comparisons"] = {
         combo: {"outcome": v.outcome, "threshold": v.tolerance, **v.comparison.as_dict()}

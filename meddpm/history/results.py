@@ -3,7 +3,7 @@
 Both writers fill a :class:`RunHeader` (the architecture, what the run was, the environment) and write it
 into their own format; the history reads either format, through the versioned loader
 (:mod:`meddpm.versioned.loader`, kinds :data:`SUITE_RESULTS` and :data:`BENCH_RESULTS`), into one
-:class:`ResultsDocument`. The suite writes ``meddpm-perf-results/2``, the bench ``meddpm-bench/3``; older
+:class:`ResultsDocument`. The suite writes ``meddpm-perf-results/3``, the bench ``meddpm-bench/4``; older
 versions are upgraded step by step, recovering what they did not say the way the history did before
 the files said it (each step below says how).
 """
@@ -18,7 +18,8 @@ from meddpm.judge.arch import arch_from_gpu
 from meddpm.versioned.loader import Kind
 
 # What a run was: measured in the writing process, in N fresh worker processes, or an A/B run
-# (--compare-to) measuring the working tree against a revision in alternating processes.
+# (--compare-to, --compare-python, --compare-env) measuring the working tree against a revision, another
+# interpreter or another environment in alternating processes.
 RUN_KINDS = ("measure", "processes", "ab")
 _RESULTS_FIX = "give a results file written by the suite or meddpm-bench"
 
@@ -28,7 +29,9 @@ class RunHeader:
     """What every results file says of its run, whichever writer wrote it.
 
     ``run_kind``: one of :data:`RUN_KINDS`; ``processes``: per side in an A/B run (1: the writing process
-    itself); ``compare_to``: the revision of an A/B run; ``arch``: the architecture key (``cpu`` off the GPU).
+    itself); ``compare_to``: the revision of an A/B run; ``arch``: the architecture key (``cpu`` off the GPU);
+    ``sides``: in worker processes, each side's code, interpreter, extra environment variables and the environment
+    its first worker reported (:func:`meddpm.measure.processes.sides.side_record`), A first; empty otherwise.
     """
 
     arch: str
@@ -36,11 +39,22 @@ class RunHeader:
     processes: int
     compare_to: str | None
     environment: dict[str, Any]
+    sides: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
-    def of(cls, arch: str, processes: int, compare_to: str | None, environment: dict[str, Any]) -> RunHeader:
-        """The header of a run in ``processes`` processes (a side), against ``compare_to`` if given."""
-        return cls(arch=arch, **run_description(processes, compare_to), environment=environment)
+    def of(
+        cls,
+        arch: str,
+        processes: int,
+        compare_to: str | None,
+        environment: dict[str, Any],
+        sides: list[dict[str, Any]] | None = None,
+    ) -> RunHeader:
+        """The header of a run in ``processes`` processes (a side), against ``compare_to`` or a side B of ``sides``."""
+        described = run_description(processes, compare_to)
+        if len(sides or []) == 2:  # side B may be this tree under another interpreter or environment
+            described["run_kind"] = "ab"
+        return cls(arch=arch, **described, environment=environment, sides=list(sides or []))
 
     def as_dict(self) -> dict[str, Any]:
         """The header's fields as both formats write them."""
@@ -50,6 +64,7 @@ class RunHeader:
             "processes": self.processes,
             "compare_to": self.compare_to,
             "environment": self.environment,
+            "sides": self.sides,
         }
 
 
@@ -92,7 +107,10 @@ def results_document(document: Mapping[str, Any], schema: str, kind: Kind) -> Re
     environment = document["environment"]
     if not isinstance(environment, dict):
         raise ValueError(f"environment {environment!r} is not an object")
-    header = RunHeader(document["arch"], kind_of_run, processes, compare_to, environment)
+    sides = document["sides"]
+    if not isinstance(sides, list) or not all(isinstance(side, dict) for side in sides):
+        raise ValueError(f"sides {sides!r} is not a list of objects")
+    header = RunHeader(document["arch"], kind_of_run, processes, compare_to, environment, sides)
     common = {
         "schema": schema,
         "header": header,
@@ -152,6 +170,13 @@ def bench_2_to_3(document: dict[str, Any]) -> dict[str, Any]:
     return {**document, "arch": arch, **_recovered_description(processes, bool(document.get("comparisons")))}
 
 
+def add_sides(document: dict[str, Any]) -> dict[str, Any]:
+    """The next version records each side of a run in worker processes (``sides``). The older ones did not:
+    an A/B then ran both sides under the writing interpreter, which their ``environment`` describes, with no
+    variables of their own, but which worker reported what is not known; their ``sides`` is empty."""
+    return {**document, "sides": []}
+
+
 def _recovered_description(processes: int, ab: bool) -> dict[str, Any]:
     described = run_description(max(processes, 1), None)
     if ab:  # an A/B run with its revision unknown
@@ -161,15 +186,15 @@ def _recovered_description(processes: int, ab: bool) -> dict[str, Any]:
 
 SUITE_RESULTS = Kind(
     family="meddpm-perf-results",
-    versions=("meddpm-perf-results/1", "meddpm-perf-results/2"),
-    steps={"meddpm-perf-results/1": suite_1_to_2},
+    versions=("meddpm-perf-results/1", "meddpm-perf-results/2", "meddpm-perf-results/3"),
+    steps={"meddpm-perf-results/1": suite_1_to_2, "meddpm-perf-results/2": add_sides},
     noun="meddpm results file",
     fix=_RESULTS_FIX,
 )
 BENCH_RESULTS = Kind(
     family="meddpm-bench",
-    versions=("meddpm-bench/1", "meddpm-bench/2", "meddpm-bench/3"),
-    steps={"meddpm-bench/1": bench_1_to_2, "meddpm-bench/2": bench_2_to_3},
+    versions=("meddpm-bench/1", "meddpm-bench/2", "meddpm-bench/3", "meddpm-bench/4"),
+    steps={"meddpm-bench/1": bench_1_to_2, "meddpm-bench/2": bench_2_to_3, "meddpm-bench/3": add_sides},
     noun="meddpm results file",
     fix=_RESULTS_FIX,
 )

@@ -76,7 +76,8 @@ def results_document(
             }
         )
     env = {"date": started_at.isoformat(), "commit": commit, "gpu_name": f"NVIDIA {arch.upper()}", **environment}
-    return {"schema": SUITE_SCHEMA, "arch": arch, **run_description(1, None), "environment": env, "cases": cases}
+    described = run_description(1, None)
+    return {"schema": SUITE_SCHEMA, "arch": arch, **described, "environment": env, "sides": [], "cases": cases}
 
 
 def simulated_documents(

@@ -1,7 +1,8 @@
-"""The A/B verdicts of a campaign that measured two sources: the working tree against a git revision.
+"""The A/B verdicts of a campaign that measured two sources: the working tree against a git revision, or against
+itself under another interpreter or environment.
 
-One loop for the suite's ``--compare-to`` and ``meddpm-bench --compare-to``: every combo's working-tree
-process medians (the first source) against the revision's (the second), judged by
+One loop for the suite's and ``meddpm-bench``'s ``--compare-to``, ``--compare-python`` and ``--compare-env``: every
+combo's working-tree process medians (the first source, side A) against side B's (the second), judged by
 :func:`~meddpm.judge.verdict.judge_ab` with the case's tolerances (docs/statistics.md); its counts against
 the revision's spread over its processes (:func:`~meddpm.judge.counts.judge_counts`); and where a verdict
 flags the case, the profiled iteration of each side's first process set against the other's
@@ -45,7 +46,8 @@ def ab_cases(
 ) -> dict[str, AbCase]:
     """Each combo's A/B, by combo in the order measured; ``tolerances`` gives a case's own."""
     if len(campaign.sources) != 2:
-        raise ValueError(f"an A/B verdict needs two sources (--compare-to), not {len(campaign.sources)}")
+        options = "--compare-to, --compare-python, --compare-env"
+        raise ValueError(f"an A/B verdict needs two sources ({options}), not {len(campaign.sources)}")
     tree, rev = campaign.sources
     candidates, references = campaign.measurements(tree), campaign.measurements(rev)
     cases = {}

@@ -25,6 +25,7 @@ from meddpm.measure.machine.timing import synchronize
 from meddpm.measure.processes.campaign import ProcessCampaign
 from meddpm.measure.processes.ddp import DdpResult
 from meddpm.measure.processes.revision import sources
+from meddpm.measure.processes.sides import sides_line
 from meddpm.measure.profiling.ncu import NcuProfile, NcuSettings, profile_combo
 from meddpm.measure.profiling.ncu_metrics import family_of
 from meddpm.model.config import ModelConfig
@@ -90,6 +91,14 @@ class Measuring:
                 self._keep_interrupted(key)
                 raise
         self.write_line(f"meddpm: {preset} b{batch_size}: {next(iter(results.values())).stop_reason}")
+        if isinstance(campaign, ProcessCampaign) and len(campaign.sources) == 2:
+            self.write_line(f"meddpm: A/B sides: {sides_line(campaign.sides())}")
+
+    def sides(self) -> list[dict]:
+        """Each side of the first campaign in worker processes (its code, interpreter, extra variables and its
+        first worker's environment), A first; empty where every campaign ran in this process."""
+        in_workers = [c for c in self._campaigns.values() if isinstance(c, ProcessCampaign)]
+        return in_workers[0].sides() if in_workers else []
 
     def _keep_interrupted(self, key: CampaignKey) -> None:
         """Record what the interrupted campaign of ``key`` had timed, each case's outcome "interrupted".
@@ -125,7 +134,8 @@ class Measuring:
         self, on_gpu: bool, preset: str, batch_size: int, combos: Sequence[str], settings: CampaignSettings
     ) -> None:
         o = self.options
-        processes = f" in {o.processes} processes" + (f" each, alternating with {o.compare_to}" if o.compare_to else "")
+        against = o.other.label(o.compare_to or "this tree")
+        processes = f" in {o.processes} processes" + (f" each, alternating with {against}" if o.ab else "")
         self.write_line(
             f"\nmeddpm: measuring {preset} b{batch_size} on {self.running_arch if on_gpu else CPU}{processes}: "
             f"{', '.join(combos)}; {settings.warmup} warm-up iterations each, then "
@@ -146,7 +156,7 @@ class Measuring:
         o = self.options
         if not o.in_processes:
             return Campaign(config, [get_combo(c) for c in combos], device, batch_size=batch_size, settings=settings)
-        measured = checkouts.enter_context(sources(o.compare_to))
+        measured = checkouts.enter_context(sources(o.compare_to, o.other))
         return ProcessCampaign(
             config, combos, device, batch_size=batch_size, settings=settings, processes=o.processes, sources=measured
         )

@@ -30,6 +30,7 @@ from meddpm.measure.campaign.settings import (
     given_settings,
 )
 from meddpm.measure.processes.campaign import AB_PROCESSES
+from meddpm.measure.processes.sides import ENV_OPTION, PYTHON_OPTION, SAME, OtherSide, interpreter, parse_env
 from meddpm.measure.profiling.ncu import CLOCK_CONTROLS, NcuSettings
 from meddpm.measure.profiling.ncu_metrics import DEFAULT_GROUPS, GROUPS
 from meddpm.run.combos import COMBOS
@@ -65,6 +66,7 @@ class SuiteOptions:
     ncu: NcuSettings | None = None  # None: Nsight Compute cases are off
     processes: int = 1  # measuring processes per case (per side in an A/B run); 1: in this process
     compare_to: str | None = None  # a git revision to measure against, alternating processes
+    other: OtherSide = SAME  # side B's interpreter and extra environment (--compare-python, --compare-env)
     history: str | None = None  # the history database the run is appended to; None: none
     median_precision: float | None = None  # None: the device's default
     energy: bool = True  # an energy block per combo (counter windows until the temperature holds)
@@ -77,9 +79,14 @@ class SuiteOptions:
         return self.results_dir / f"results-{self.run_stamp}.json"
 
     @property
+    def ab(self) -> bool:
+        """Whether this is an A/B run: against a revision, another interpreter or another environment."""
+        return self.compare_to is not None or self.other.given
+
+    @property
     def in_processes(self) -> bool:
         """Whether cases are measured in worker processes rather than in the pytest process."""
-        return self.processes > 1 or self.compare_to is not None
+        return self.processes > 1 or self.ab
 
     def preset_for(self, on_gpu: bool) -> str:
         """``--preset``, else paper on a GPU and tiny on the CPU."""
@@ -164,6 +171,21 @@ def add_options(parser: pytest.Parser) -> None:
         metavar="REV",
         help="A/B: measure git revision REV and the working tree in alternating processes on this device "
         "and fail a case whose slowdown is significant and beyond its noise threshold",
+    )
+    g.addoption(
+        PYTHON_OPTION,
+        default=None,
+        metavar="PATH",
+        help="A/B: run side B (the working tree, or REV with --compare-to) with this Python interpreter, e.g. "
+        "another venv's with another torch, CUDA or cuDNN; it runs this tree's harness and needs torch",
+    )
+    g.addoption(
+        ENV_OPTION,
+        action="append",
+        default=None,
+        metavar="NAME=VALUE",
+        help="A/B: run side B (the working tree, or REV with --compare-to) with this environment variable too; "
+        "repeatable",
     )
     g.addoption("--ncu", action="store_true", help="run the Nsight Compute cases (tests marked ncu; off by default)")
     g.addoption(
@@ -252,6 +274,7 @@ def parse_options(config: pytest.Config) -> SuiteOptions:
     settings = given_settings(opt, SUITE, prefix="perf-")
     saving = opt("--save-baseline") or opt("--force-save-baseline")
     compare_to = _revision(opt("--compare-to"), saving)
+    other = _other_side(opt(PYTHON_OPTION), opt(ENV_OPTION), saving)
     if saving and opt("--perf-energy") == "off":
         raise UserError("--save-baseline stores energy too, which --perf-energy=off skips; drop one of them")
     inputs.writable_folder("--perf-results-dir", opt("--perf-results-dir"))
@@ -279,7 +302,8 @@ def parse_options(config: pytest.Config) -> SuiteOptions:
         results_dir=opt("--perf-results-dir"),
         ncu=ncu if opt("--ncu") else None,
         compare_to=compare_to,
-        processes=inputs.process_count("--perf-processes", opt("--perf-processes"), compare_to),
+        other=other,
+        processes=inputs.process_count("--perf-processes", opt("--perf-processes"), _ab_option(compare_to, other)),
         history=history_target(opt("--history")),
     )
 
@@ -289,6 +313,19 @@ def _revision(rev: str | None, saving: bool) -> str | None:
     if rev is not None and saving:
         raise UserError("--compare-to measures two revisions and saves neither; drop --save-baseline or --compare-to")
     return rev
+
+
+def _ab_option(compare_to: str | None, other: OtherSide) -> str | None:
+    """What makes the run an A/B, in words (None: it is none)."""
+    return compare_to or (f"{PYTHON_OPTION}/{ENV_OPTION}" if other.given else None)
+
+
+def _other_side(python: str | None, env: list[str] | None, saving: bool) -> OtherSide:
+    other = OtherSide(interpreter(python), parse_env(env))
+    if other.given and saving:
+        given = PYTHON_OPTION if other.python else ENV_OPTION
+        raise UserError(f"{given} measures two environments and saves neither; drop --save-baseline or {given}")
+    return other
 
 
 def _ncu_settings(config: pytest.Config) -> NcuSettings:

@@ -17,7 +17,7 @@ import torch
 
 from meddpm.errors import UserError, first_line
 from meddpm.judge.arch import KNOWN_ARCHS, detect_arch
-from meddpm.measure.processes.revision import check_revision, checkout_root
+from meddpm.measure.processes.revision import check_sides
 from meddpm.report.tables import TERMINAL_TABLE, ddp_table, explain_table, results_table
 from meddpm.suite.cases import CPU, PerfCase, RatioCase
 from meddpm.suite.options import add_options, inapplicable_options, parse_options
@@ -52,8 +52,8 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", f"{name}: {doc}")
     try:
         options = parse_options(config)
-        if options.compare_to:  # an unknown or too old revision is found now, not after measuring
-            check_revision(options.compare_to, checkout_root())
+        if options.ab:  # an unknown or too old revision, or an interpreter that cannot run, is found now
+            check_sides(options.compare_to, options.other)
     except UserError as exc:
         raise pytest.UsageError(str(exc)) from None
     running = options.arch or (detect_arch(torch.device("cuda")) if torch.cuda.is_available() else None)

@@ -1,7 +1,7 @@
 """What a session keeps: its results files, ``summary.md``, the ncu tables and charts, and the history entry.
 
 :func:`write_results` turns a session's measurements, expectation checks and saving outcome into
-the results document (schema ``meddpm-perf-results/2``), written as the run's own
+the results document (schema ``meddpm-perf-results/3``), written as the run's own
 ``results-<time>-<pid>.json`` and as ``results.json`` (the latest run's), and its Markdown summary, with the ncu
 CSVs, the kernel-mix chart and the power chart beside them; :func:`append_history` adds the
 written document to ``--history``'s database. It may import :mod:`meddpm.suite.measuring`,
@@ -83,6 +83,7 @@ def results_payload(
             options.processes,
             options.compare_to,
             environment(device_for(on_gpu)),
+            measured.sides(),
         ).as_dict(),
         "cases": [r.payload() for r in measured.records.values()],
         "ratios": measured.ratio_table(on_gpu),

@@ -2,8 +2,9 @@
 
 Each process (``python -m meddpm.measure.processes.worker``) measures every combo interleaved, as an in-process
 :class:`~meddpm.measure.campaign.interleaved.Campaign` does; the processes run one after another on the same device.
-With two sources (the working tree and a git revision) they alternate A B B A A B ..., so drift
-of the card over the run falls on both alike. A :class:`ProcessCampaign` is a
+With two sources (the working tree and a git revision, or another interpreter or environment:
+:mod:`meddpm.measure.processes.sides`) they alternate A B B A A B ..., so drift of the card over the run
+falls on both alike. A :class:`ProcessCampaign` is a
 :class:`~meddpm.measure.campaign.protocol.MeasuringCampaign` whose combos hold one run per process and source,
 the process medians that verdicts use as their unit among their figures.
 """
@@ -30,6 +31,7 @@ from meddpm.measure.campaign.result import ComboResult, ComboRuns
 from meddpm.measure.campaign.settings import CampaignSettings, worker_arguments
 from meddpm.measure.energy.counter import BlockEnergy
 from meddpm.measure.machine.nvml import GpuState
+from meddpm.measure.processes.sides import side_record
 from meddpm.measure.processes.worker import WORKER_SCHEMA
 from meddpm.measure.profiling.iteration import ProfileRow
 from meddpm.measure.statistics.descriptive import Stats
@@ -124,6 +126,7 @@ class ProcessCampaign:
         self.sources = list(sources)
         self.timeout_s = timeout_s
         self._measured = {s.label: {c: ComboRuns(in_workers=True) for c in self.combos} for s in self.sources}
+        self._environments: dict[str, dict] = {}  # by label: the environment its first worker reported
 
     @property
     def steps(self) -> Mapping[str, TrainStep]:
@@ -165,6 +168,14 @@ class ProcessCampaign:
         runs = self.measurements()
         return runs[combo].ratio_to(runs[reference])
 
+    def sides(self) -> list[dict]:
+        """Each source's record (:func:`~meddpm.measure.processes.sides.side_record`): its code, interpreter,
+        extra variables and the environment its first worker reported (empty before one finished)."""
+        return [
+            side_record(s.label, s.commit, s.python or sys.executable, s.env, self._environments.get(s.label, {}))
+            for s in self.sources
+        ]
+
     def close(self) -> None:
         """Nothing to free: the models lived and died in the workers."""
 
@@ -174,11 +185,11 @@ class ProcessCampaign:
             out = Path(tmp) / "result.json"
             settings = dataclasses.replace(s, energy=s.energy and energy)
             cmd = [
-                *worker_command(source.workload),
+                *worker_command(source.workload, source.python),
                 *("--preset", self.config.name, "--combos", ",".join(self.combos), "--device", str(self.device)),
                 *("--batch-size", str(self.batch_size), *worker_arguments(settings), "--out", str(out)),
             ]
-            proc = run_to_the_end(cmd, harness_root(), worker_environment(), self.timeout_s)
+            proc = run_to_the_end(cmd, harness_root(), worker_environment(source.env), self.timeout_s)
             if proc.returncode != 0 or not out.exists():
                 raise UserError(f"a measuring process of {source.label} failed: {_last_error(proc.stderr)}")
             try:
@@ -190,6 +201,7 @@ class ProcessCampaign:
             if imported != (expected / "meddpm").resolve():
                 # An installed copy of meddpm shadowed the tree meant: the A/B would compare a tree with itself.
                 raise UserError(f"the worker for {source.label} imported its {role} from {imported}, not {expected}")
+        self._environments.setdefault(source.label, document["environment"])
         return [result_from_dict(r) for r in document["results"]]
 
 
@@ -214,15 +226,18 @@ def harness_root() -> Path:
     return Path(meddpm.__file__).resolve().parent.parent
 
 
-def worker_command(workload: Path) -> list[str]:
-    """The command line of a worker that drives ``workload``'s workload with this tree's harness."""
-    return [sys.executable, "-m", "meddpm.measure.processes.worker", "--workload", str(workload)]
+def worker_command(workload: Path, python: str | None = None) -> list[str]:
+    """The command line of a worker that drives ``workload``'s workload with this tree's harness, run by ``python``
+    (None: this interpreter)."""
+    return [python or sys.executable, "-m", "meddpm.measure.processes.worker", "--workload", str(workload)]
 
 
-def worker_environment() -> dict[str, str]:
-    """This process's environment, with this tree's ``meddpm`` first on the path: the harness every worker runs."""
-    path = os.pathsep.join(filter(None, [str(harness_root()), os.environ.get("PYTHONPATH")]))
-    return {**os.environ, "PYTHONPATH": path}
+def worker_environment(extra: Sequence[tuple[str, str]] = ()) -> dict[str, str]:
+    """This process's environment with the ``extra`` variables, and this tree's ``meddpm`` first on the path: the
+    harness every worker runs."""
+    env = {**os.environ, **dict(extra)}
+    path = os.pathsep.join(filter(None, [str(harness_root()), env.get("PYTHONPATH")]))
+    return {**env, "PYTHONPATH": path}
 
 
 def _last_error(stderr: str) -> str:

@@ -3,12 +3,14 @@
 Only the revision's ``meddpm/`` is extracted (``git archive``), into a temporary folder that a
 worker then names as its ``--workload``; the harness is always the working tree's
 (:mod:`meddpm.measure.processes.workload`). Before measuring, each revision is checked the way a
-worker will import it, so a revision this harness cannot drive is one line before any GPU work.
+worker will import it, so a revision this harness cannot drive is one line before any GPU work; so is
+side B's other interpreter or environment (:mod:`meddpm.measure.processes.sides`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import shutil
 import subprocess
@@ -27,6 +29,7 @@ from meddpm.measure.processes.campaign import (
     worker_command,
     worker_environment,
 )
+from meddpm.measure.processes.sides import ENV_OPTION, PYTHON_OPTION, SAME, OtherSide, check_python
 from meddpm.measure.processes.worker import UNDRIVABLE
 from meddpm.measure.processes.workload import WORKLOAD_ROOMS
 
@@ -61,27 +64,44 @@ def resolve_revision(rev: str, root: Path, option: str = "--compare-to") -> str:
     return sha
 
 
-def check_revision(rev: str, root: Path, option: str = "--compare-to") -> str:
-    """The commit ``rev`` names, once its workload was found drivable; else a one-line UserError naming ``option``.
+def check_revision(rev: str, root: Path, option: str = "--compare-to", other: OtherSide = SAME) -> str:
+    """The commit ``rev`` names, once its workload was found drivable (under ``other``'s interpreter and
+    environment); else a one-line UserError naming ``option``.
 
     For the tools to refuse a bad revision before any measuring.
     """
-    with revision(rev, root, option) as source:
+    with revision(rev, root, option, other) as source:
         return source.commit
 
 
+def check_sides(compare_to: str | None, other: OtherSide) -> None:
+    """Refuse, in one line and before any measuring, an A/B whose side B cannot run: ``compare_to``'s revision, or
+    this tree's workload, driven once under ``other``'s interpreter and environment."""
+    if other.python is not None:
+        check_python(other.python, worker_environment(other.env))
+    if compare_to is not None:
+        check_revision(compare_to, checkout_root(), other=other)
+        return
+    if other.given:
+        problem = undrivable(harness_root(), other)
+        if problem is not None:
+            options = f"{PYTHON_OPTION} {other.python}" if other.python else ENV_OPTION
+            raise UserError(f"{options}: this tree {problem}; fix that interpreter or environment")
+
+
 @contextlib.contextmanager
-def revision(rev: str, root: Path, option: str = "--compare-to") -> Iterator[Source]:
-    """``rev``'s workload extracted into a temporary folder for as long as the block runs, checked drivable.
+def revision(rev: str, root: Path, option: str = "--compare-to", other: OtherSide = SAME) -> Iterator[Source]:
+    """``rev``'s workload extracted into a temporary folder for as long as the block runs, checked drivable under
+    ``other``'s interpreter and environment, which its workers run under.
 
     A SIGTERM meanwhile is an interrupt (:func:`sigterm_as_interrupt`), so the folder goes as it does after a Ctrl-C.
     """
     sha = resolve_revision(rev, root, option)
     with sigterm_as_interrupt(), extracted(sha, root) as tree:
-        problem = undrivable(tree)
+        problem = undrivable(tree, other)
         if problem is not None:
-            raise UserError(f"{option}: {rev} ({sha[:9]}) {problem}; {drivable_from(sha, root)}")
-        yield Source(f"{rev} ({sha[:9]})", tree, sha)
+            raise UserError(f"{option}: {rev} ({sha[:9]}) {problem}; {drivable_from(sha, root, other)}")
+        yield Source(other.label(f"{rev} ({sha[:9]})"), tree, sha, other.python, other.env)
 
 
 @contextlib.contextmanager
@@ -101,9 +121,11 @@ def extracted(sha: str, root: Path) -> Iterator[Path]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def undrivable(tree: Path) -> str | None:
-    """Why this harness cannot drive ``tree``'s workload (a worker's ``--check`` fails), or None if it can."""
-    check = run_to_the_end([*worker_command(tree), "--check"], harness_root(), worker_environment(), 300.0)
+def undrivable(tree: Path, other: OtherSide = SAME) -> str | None:
+    """Why this harness cannot drive ``tree``'s workload (a worker's ``--check`` under ``other``'s interpreter and
+    environment fails), or None if it can."""
+    command = [*worker_command(tree, other.python), "--check"]
+    check = run_to_the_end(command, harness_root(), worker_environment(other.env), 300.0)
     if check.returncode == 0:
         return None
     lines = check.stderr.strip().splitlines() or ["no output"]
@@ -111,7 +133,7 @@ def undrivable(tree: Path) -> str | None:
     return f"has a workload this harness cannot drive ({reason})"
 
 
-def drivable_from(sha: str, root: Path) -> str:
+def drivable_from(sha: str, root: Path, other: OtherSide = SAME) -> str:
     """Where the harness's reach begins on the first-parent line from ``sha`` to HEAD, in words.
 
     The first commit that has every workload room is found from git alone, by halves, and driven
@@ -124,7 +146,7 @@ def drivable_from(sha: str, root: Path) -> str:
     first = line[start]
     subject = _git(["log", "-1", "--format=%s", first], root) or ""
     with extracted(first, root) as tree:
-        if undrivable(tree) is None:
+        if undrivable(tree, other) is None:
             return f"the first commit after it that this harness drives is {first[:9]} ({subject}); compare against it"
     return (
         f"the first commit after it with the workload's rooms, {first[:9]} ({subject}), cannot be driven either; "
@@ -150,13 +172,18 @@ def _has_workload_rooms(commit: str, root: Path) -> bool:
 
 
 @contextlib.contextmanager
-def sources(compare_to: str | None) -> Iterator[list[Source]]:
-    """What a process campaign measures: the working tree, then ``compare_to``'s workload, if given."""
+def sources(compare_to: str | None, other: OtherSide = SAME) -> Iterator[list[Source]]:
+    """What a process campaign measures: the working tree, then side B where there is one: ``compare_to``'s
+    workload, or the working tree's, under ``other``'s interpreter and environment."""
     if compare_to is None:
-        yield [working_tree(harness_root())]
+        tree = working_tree(harness_root())
+        if other.given:
+            yield [tree, dataclasses.replace(tree, label=other.label(tree.label), python=other.python, env=other.env)]
+        else:
+            yield [tree]
         return
     root = checkout_root()
-    with revision(compare_to, root) as rev:
+    with revision(compare_to, root, other=other) as rev:
         yield [working_tree(root), rev]
 
 
