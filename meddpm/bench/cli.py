@@ -22,6 +22,7 @@ from meddpm.bench import processes as bench_processes
 from meddpm.bench.output import say
 from meddpm.errors import UserError, run_command
 from meddpm.history.append import append_results, history_target
+from meddpm.history.last_good import compare_to_last_good
 from meddpm.history.results import RunHeader
 from meddpm.history.store import DEFAULT_DB as HISTORY_DB
 from meddpm.history.store import ENV_VAR as HISTORY_ENV_VAR
@@ -238,9 +239,11 @@ def run(argv: Sequence[str] | None = None) -> int:
     batch = _positive("--batch-size", args.batch_size)
     settings = _settings(args, on_gpu)
     _check_extras(args, device)
+    arch = detect_arch(device) if on_gpu else "cpu"
+    last_good = compare_to_last_good(inputs.revision(args.compare_to), args.history or None, arch, "bench")
     process_plan = bench_processes.plan(
         args.processes,
-        args.compare_to,
+        last_good.commit if last_good else args.compare_to,
         kernel_mix=args.kernel_mix,
         sample=args.sample,
         gpus=args.gpus,
@@ -306,13 +309,13 @@ def run(argv: Sequence[str] | None = None) -> int:
     if process_plan.active and interrupted:
         extras["process_medians_ms"] = bench_processes.process_medians(campaign)  # too few for spreads or verdicts
     elif process_plan.active:
-        status = bench_processes.report(campaign, process_plan.processes, extras)
+        status = bench_processes.report(campaign, process_plan.processes, extras, last_good)
 
     def save() -> None:
         document = {
             "schema": JSON_SCHEMA,
             **RunHeader.of(
-                detect_arch(device) if on_gpu else "cpu",
+                arch,
                 process_plan.processes,
                 process_plan.compare_to,
                 env,

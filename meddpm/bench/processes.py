@@ -26,7 +26,10 @@ import torch
 
 from meddpm.bench.output import say
 from meddpm.errors import UserError
+from meddpm.history.last_good import LastGood
 from meddpm.judge.ab import ab_cases
+from meddpm.judge.baseline import CaseKey, Tolerances
+from meddpm.judge.drift import attribute, environment_differences
 from meddpm.judge.verdict import Verdict
 from meddpm.measure.campaign.inputs import process_count, revision
 from meddpm.measure.campaign.protocol import MeasuringCampaign, Progress, Source
@@ -162,9 +165,11 @@ def ab_table(verdicts: dict[str, Verdict], sources: Sequence[Source]) -> pd.Data
     return pd.DataFrame(rows).set_index("combo")
 
 
-def report(campaign: ProcessCampaign, processes: int, extras: dict[str, object]) -> int:
+def report(
+    campaign: ProcessCampaign, processes: int, extras: dict[str, object], last_good: LastGood | None = None
+) -> int:
     """Print the process medians and, for an A/B run, each side's interpreter and the verdicts; 1 if side A is
-    slower."""
+    slower. Against ``last_good``'s commit, also whether the code or the machine moved each combo."""
     say(f"per-process medians ({campaign.sources[0].label}):")
     say(format_table(spread_table(campaign)))
     extras["process_medians_ms"] = process_medians(campaign)
@@ -187,7 +192,26 @@ def report(campaign: ProcessCampaign, processes: int, extras: dict[str, object])
             say(f"what moved in {combo} (A: {tree.label}, B: {rev.label}):")
             say(explain_table([r.as_dict() for r in case.explain]).to_string(index=False))
     extras["explain"] = {combo: [r.as_dict() for r in case.explain] for combo, case in cases.items() if case.explain}
+    if last_good is not None:
+        extras["last_good"] = last_good.as_dict()
+        extras["attributions"] = attributions(campaign, verdicts, last_good)
     slower = [combo for combo, case in cases.items() if case.failed]
     if slower:
         say(f"slower than {rev.label}: {', '.join(slower)}")
     return 1 if slower else 0
+
+
+def attributions(
+    campaign: ProcessCampaign, verdicts: dict[str, Verdict], last_good: LastGood
+) -> dict[str, dict[str, object]]:
+    """Print, and return by combo, whether the code or the machine moved each combo (meddpm.judge.drift)."""
+    now = (campaign.sides() or [{}])[0].get("environment") or {}
+    differences = environment_differences(last_good.recorded_environment, now)
+    say(f"code or machine, against {last_good.describe()} (docs/history.md):")
+    found = {}
+    for combo, verdict in verdicts.items():
+        key = str(CaseKey(campaign.config.name, combo, campaign.batch_size))
+        attribution = attribute(key, verdict, last_good.medians_ms.get(key), Tolerances().time_rel, differences)
+        say(f"  {attribution.line()}")
+        found[combo] = attribution.as_dict()
+    return found

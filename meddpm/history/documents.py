@@ -115,10 +115,13 @@ def fingerprint(document: Mapping[str, Any]) -> str:
 
 def _run(document: ResultsDocument) -> Run:
     """The run's row and its cases. Its kind in the history is ``ab`` for an A/B run, which measures a working
-    tree against a revision and is no part of the branch's trends; else the writer's (``suite`` or ``bench``)."""
+    tree against a revision and is no part of the branch's trends; else the writer's (``suite`` or ``bench``).
+    A run against the last good run's commit (the nightly's) is a trend run: its cases are the working tree's,
+    measured as any run in processes would measure them, and the next night's last good run may be this one."""
     env = document.header.environment
+    trend = document.header.run_kind != "ab" or document.last_good is not None
     return Run(
-        kind="ab" if document.header.run_kind == "ab" else document.writer,
+        kind=document.writer if trend else "ab",
         arch=document.header.arch,
         started_at=_utc(env["date"]),
         commit=str(env.get("commit") or "unknown"),

@@ -22,6 +22,8 @@ from meddpm.history.series import TREND_KINDS, case_frame, run_processes
 from meddpm.history.store import DEFAULT_DB, HistoryStore, resolve_target
 
 _SHA = re.compile(r"[0-9a-f]{7,40}")
+# What --compare-to takes to mean the last good run's commit.
+LAST_GOOD = "last-good"
 _FIX = "run the suite (or meddpm-bench) with --history first, or give --compare-to REV"
 
 
@@ -47,6 +49,37 @@ class LastGood:
     python: str | None
     environment: dict[str, Any]
     medians_ms: dict[str, float]
+
+    def describe(self) -> str:
+        """One line: which run, when, and its commit."""
+        return (
+            f"the last good {self.kind} run on {self.arch}, #{self.run_id} of {self.started_at:%Y-%m-%d %H:%M} UTC "
+            f"({self.processes} process(es)), commit {self.commit[:12]}"
+        )
+
+    @property
+    def recorded_environment(self) -> dict[str, Any]:
+        """Everything the run recorded of its machine and software, its columns over its environment's fields."""
+        columns = ("gpu_name", "gpu_uuid", "driver", "torch", "cuda", "cudnn", "python")
+        return {**self.environment, **{name: getattr(self, name) for name in columns if getattr(self, name)}}
+
+    def as_dict(self) -> dict[str, Any]:
+        """The run as results files keep it (its medians are in the history already)."""
+        return {
+            "run_id": self.run_id,
+            "commit": self.commit,
+            "started_at": self.started_at.isoformat(),
+            "kind": self.kind,
+            "processes": self.processes,
+            "environment": self.environment,
+        }
+
+
+def compare_to_last_good(given: str | None, target: str | None, arch: str, kind: str) -> LastGood | None:
+    """The last good run where ``--compare-to`` says :data:`LAST_GOOD`, else None (any other revision)."""
+    if given is None or given.strip() != LAST_GOOD:
+        return None
+    return last_good(target, arch, kind)
 
 
 def last_good(target: str | None, arch: str, kind: str, processes: int | None = None) -> LastGood:

@@ -90,6 +90,8 @@ class ResultsDocument:
     cases: list[dict[str, Any]]
     ddp: list[dict[str, Any]]
     options: dict[str, Any] = field(default_factory=dict)
+    # The history's run an A/B against the last good commit was set beside (--compare-to=last-good); None else.
+    last_good: dict[str, Any] | None = None
 
 
 def results_document(document: Mapping[str, Any], schema: str, kind: Kind) -> ResultsDocument:
@@ -117,6 +119,7 @@ def results_document(document: Mapping[str, Any], schema: str, kind: Kind) -> Re
         "partial": bool(document.get("partial")),
         "interrupted": str(document.get("interrupted") or ""),
         "ddp": list(document.get("ddp") or []),
+        "last_good": document.get("last_good") if isinstance(document.get("last_good"), dict) else None,
     }
     if kind is SUITE_RESULTS:
         return ResultsDocument(writer="suite", cases=list(document.get("cases") or []), **common)

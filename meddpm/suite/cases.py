@@ -14,6 +14,7 @@ from typing import Any
 
 from meddpm.judge.arch import KNOWN_ARCHS, PEAKS
 from meddpm.judge.baseline import CaseKey
+from meddpm.judge.drift import Attribution
 from meddpm.judge.explain import ExplainRow
 from meddpm.judge.verdict import Verdict
 from meddpm.measure.campaign.result import ComboResult
@@ -75,6 +76,7 @@ class CaseRecord:
     process_medians_ms: list[float] = field(default_factory=list)  # empty: measured in the pytest process
     run_counts: list[dict[str, int]] = field(default_factory=list)  # each run's counts of its profiled iteration
     explain: list[ExplainRow] = field(default_factory=list)  # what moved, where a verdict flags the case
+    attribution: Attribution | None = None  # code or machine, in a run against the last good run's commit
 
     def payload(self) -> dict[str, Any]:
         """JSON-ready figures of the case, with the fraction of the architecture's peak."""
@@ -103,6 +105,7 @@ class CaseRecord:
                 if v.comparison is not None
             ],
             explain=[r.as_dict() for r in self.explain],
+            attribution=self.attribution.as_dict() if self.attribution else None,
         )
         return payload
 

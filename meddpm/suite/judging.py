@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from meddpm.history.last_good import LastGood
 from meddpm.judge.ab import ab_cases
 from meddpm.judge.baseline import (
     BaselineFile,
@@ -24,6 +25,7 @@ from meddpm.judge.baseline import (
     load_baseline,
 )
 from meddpm.judge.counts import farthest, judge_counts
+from meddpm.judge.drift import attribute, environment_differences
 from meddpm.judge.explain import explain_counts, flagged
 from meddpm.judge.verdict import UNDER_THRESHOLD, Verdict, judge_case, judge_expectation, judge_figures, judge_samples
 from meddpm.measure.campaign.protocol import MeasuringCampaign
@@ -97,13 +99,24 @@ class Judging:
             record.explain = explain_counts(farthest(record.run_counts, stored.counts), stored.counts)
         return _settle(record)
 
-    def judge_against_revision(self, record: CaseRecord, campaign: MeasuringCampaign) -> list[Verdict]:
+    def judge_against_revision(
+        self, record: CaseRecord, campaign: MeasuringCampaign, last_good: LastGood | None = None
+    ) -> list[Verdict]:
         """The A/B verdicts of the record's case: the working tree's process medians and counts against the
-        revision's, and what moved where one flags it."""
+        revision's, and what moved where one flags it. Against ``last_good``'s commit, also whether the code or
+        the machine moved the case (:func:`meddpm.judge.drift.attribute`)."""
         case = record.case
         stored = self.baselines.load(case.arch)
-        judged = ab_cases(campaign, stored.tolerances_for if stored else lambda key: Tolerances())[case.combo]
+        tolerances = stored.tolerances_for if stored else lambda key: Tolerances()
+        judged = ab_cases(campaign, tolerances)[case.combo]
         record.verdicts, record.explain = judged.verdicts, list(judged.explain)
+        if last_good is not None:
+            now = (campaign.sides() or [{}])[0].get("environment") or {}
+            differences = environment_differences(last_good.recorded_environment, now)
+            key = str(case.key)
+            record.attribution = attribute(
+                key, judged.time, last_good.medians_ms.get(key), tolerances(case.key).time_rel, differences
+            )
         return _settle(record)
 
     def expectations(self, ratio: RatioCase) -> list[Expectation]:

@@ -134,7 +134,7 @@ class Measuring:
         self, on_gpu: bool, preset: str, batch_size: int, combos: Sequence[str], settings: CampaignSettings
     ) -> None:
         o = self.options
-        against = o.other.label(o.compare_to or "this tree")
+        against = o.other.label((o.last_good.describe() if o.last_good else o.compare_to) or "this tree")
         processes = f" in {o.processes} processes" + (f" each, alternating with {against}" if o.ab else "")
         self.write_line(
             f"\nmeddpm: measuring {preset} b{batch_size} on {self.running_arch if on_gpu else CPU}{processes}: "

@@ -17,6 +17,7 @@ import torch
 from meddpm.atomic import run_stamp, write_target
 from meddpm.errors import UserError
 from meddpm.history.append import history_target
+from meddpm.history.last_good import LAST_GOOD, LastGood, compare_to_last_good
 from meddpm.history.store import ENV_VAR as HISTORY_ENV_VAR
 from meddpm.judge.arch import KNOWN_ARCHS, detect_arch, validate_arch
 from meddpm.measure.campaign import inputs
@@ -66,6 +67,7 @@ class SuiteOptions:
     ncu: NcuSettings | None = None  # None: Nsight Compute cases are off
     processes: int = 1  # measuring processes per case (per side in an A/B run); 1: in this process
     compare_to: str | None = None  # a git revision to measure against, alternating processes
+    last_good: LastGood | None = None  # the history's run whose commit compare_to is (--compare-to=last-good)
     other: OtherSide = SAME  # side B's interpreter and extra environment (--compare-python, --compare-env)
     history: str | None = None  # the history database the run is appended to; None: none
     median_precision: float | None = None  # None: the device's default
@@ -170,7 +172,9 @@ def add_options(parser: pytest.Parser) -> None:
         default=None,
         metavar="REV",
         help="A/B: measure git revision REV and the working tree in alternating processes on this device "
-        "and fail a case whose slowdown is significant and beyond its noise threshold",
+        "and fail a case whose slowdown is significant and beyond its noise threshold; "
+        f"{LAST_GOOD}: the commit of the newest good suite run of this architecture in the history (--history), "
+        "and say per case whether the code or the machine moved",
     )
     g.addoption(
         PYTHON_OPTION,
@@ -273,20 +277,24 @@ def parse_options(config: pytest.Config) -> SuiteOptions:
     _at_least("--perf-benchmark-rounds", opt("--perf-benchmark-rounds"), 1)
     settings = given_settings(opt, SUITE, prefix="perf-")
     saving = opt("--save-baseline") or opt("--force-save-baseline")
+    history = history_target(opt("--history"))
+    baseline_dir = _baseline_dir(config, saving)
+    arch = _arch(opt("--arch"), baseline_dir)
     compare_to = _revision(opt("--compare-to"), saving)
+    last_good = compare_to_last_good(compare_to, history, arch or _running_arch(), "suite")
+    compare_to = last_good.commit if last_good else compare_to
     other = _other_side(opt(PYTHON_OPTION), opt(ENV_OPTION), saving)
     if saving and opt("--perf-energy") == "off":
         raise UserError("--save-baseline stores energy too, which --perf-energy=off skips; drop one of them")
     inputs.writable_folder("--perf-results-dir", opt("--perf-results-dir"))
     for name in ("results.json", "summary.md"):  # a pipe or device there would be found only after measuring
         write_target(opt("--perf-results-dir") / name)
-    baseline_dir = _baseline_dir(config, saving)
     ncu = _ncu_settings(config)  # checked without --ncu too: a mistyped --ncu-* value is refused, not ignored
     return SuiteOptions(
         save_baseline=saving,
         force_save=opt("--force-save-baseline"),
         baseline_dir=baseline_dir,
-        arch=_arch(opt("--arch"), baseline_dir),
+        arch=arch,
         preset=opt("--preset"),
         combos=inputs.parse_combos(opt("--combos")),
         batch_size=opt("--batch-size"),
@@ -302,10 +310,16 @@ def parse_options(config: pytest.Config) -> SuiteOptions:
         results_dir=opt("--perf-results-dir"),
         ncu=ncu if opt("--ncu") else None,
         compare_to=compare_to,
+        last_good=last_good,
         other=other,
         processes=inputs.process_count("--perf-processes", opt("--perf-processes"), _ab_option(compare_to, other)),
-        history=history_target(opt("--history")),
+        history=history,
     )
+
+
+def _running_arch() -> str:
+    """This machine's architecture key: its first GPU's, or ``cpu``."""
+    return detect_arch(torch.device("cuda")) if torch.cuda.is_available() else "cpu"
 
 
 def _revision(rev: str | None, saving: bool) -> str | None:

@@ -258,6 +258,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         if r.explain:
             tr.write_line(f"what moved in {r.case.id} (A: this run, B: the reference):")
             tr.write_line(explain_table([row.as_dict() for row in r.explain]).to_string(index=False))
+    attributions = [r.attribution for r in measured.records.values() if r.attribution]
+    if attributions and suite.options.last_good:
+        tr.write_line(f"code or machine, against {suite.options.last_good.describe()} (docs/history.md):")
+        for attribution in attributions:
+            tr.write_line(f"  {attribution.line()}", yellow=attribution.cause != "unchanged")
     unguarded = [f"{r.case.id} (no baseline)" for r in measured.records.values() if r.outcome == "no baseline"]
     unguarded += [
         f"{arch} {v.subject} (no sampling budget)"

@@ -85,6 +85,7 @@ def results_payload(
             environment(device_for(on_gpu)),
             measured.sides(),
         ).as_dict(),
+        "last_good": options.last_good.as_dict() if options.last_good else None,
         "cases": [r.payload() for r in measured.records.values()],
         "ratios": measured.ratio_table(on_gpu),
         "expectations": [

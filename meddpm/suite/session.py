@@ -89,7 +89,7 @@ class SuiteRun:
     def judge_against_revision(self, case: PerfCase) -> list[Verdict]:
         """The A/B verdicts of ``case``: the working tree's process medians and counts against the revision's."""
         record, campaign = self.record(case), self.campaign(case.on_gpu, case.preset, case.batch_size)
-        return self.judging.judge_against_revision(record, campaign)
+        return self.judging.judge_against_revision(record, campaign, self.options.last_good)
 
     def expectations(self, ratio: RatioCase) -> list[Expectation]:
         """The stored time expectations for ``ratio``'s combo and reference."""

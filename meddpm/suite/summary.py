@@ -71,6 +71,27 @@ def explained(results: dict[str, Any]) -> list[str]:
     return lines
 
 
+def attributed(results: dict[str, Any]) -> list[str]:
+    """Markdown lines: whether the code or the machine moved each case, in a run against the last good run."""
+    last_good = results.get("last_good")
+    rows = [{"case": f"{c['preset']}/{c['combo']}/b{c['batch_size']}", **c["attribution"]} for c in results["cases"]
+            if c.get("attribution")]  # fmt: skip
+    if not last_good or not rows:
+        return []
+    table = pd.DataFrame(rows)
+    table["differences"] = ["; ".join(d) for d in table["differences"]]
+    return [
+        f"Code or machine, against the last good run #{last_good['run_id']} ({last_good['started_at']}, commit "
+        f'{last_good["commit"][:12]}): A/B = this tree / its commit now, "vs last good run" = this tree now / '
+        "that run's median, \"its commit again\" = its commit now / that run's median (docs/history.md):",
+        "",
+        table.rename(columns={"against_last_run": "vs last good run", "same_code": "its commit again"})
+        .drop(columns=["tolerance"])
+        .to_markdown(index=False, floatfmt=".4f"),
+        "",
+    ]
+
+
 def markdown_summary(results: dict[str, Any]) -> str:
     """A short Markdown report of a results document (see :func:`meddpm.suite.records.write_results`)."""
     env = results["environment"]
@@ -134,6 +155,7 @@ def markdown_summary(results: dict[str, Any]) -> str:
     if problems:
         lines += ["Changes against the baseline:", ""] + [f"- {p}" for p in problems] + [""]
     lines += explained(results)
+    lines += attributed(results)
     unjudged = (" energy not judged:", " energy not comparable:")
     energy_notes = [v for c in results["cases"] for v in c["verdicts"] if any(u in v for u in unjudged)]
     if energy_notes:

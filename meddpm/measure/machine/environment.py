@@ -11,6 +11,8 @@ from typing import Any
 
 import torch
 
+from meddpm.measure.machine.nvml import open_gpu
+
 
 def git_commit(path: Path | None = None) -> str:
     """The checked-out commit, with ``+dirty`` if tracked files differ from it.
@@ -49,6 +51,19 @@ def _driver_version() -> str | None:
     return version.decode() if isinstance(version, bytes) else version
 
 
+def _card_limits(device: torch.device) -> dict[str, Any]:
+    """The card's enforced power cap and top SM clock, which move its speed without the code changing; none
+    where NVML cannot say."""
+    gpu, _ = open_gpu(device)
+    if gpu is None:
+        return {}
+    try:
+        state = gpu.state()
+    except Exception:  # any NVMLError: the record just lacks the fields
+        return {}
+    return {"power_limit_w": state.power_limit_w, "sm_clock_max_mhz": state.sm_clock_max_mhz}
+
+
 def git_output(args: list[str], cwd: Path, timeout_s: float = 10.0) -> str | None:
     """git's output, stripped, or None where git is missing or fails."""
     try:
@@ -80,6 +95,7 @@ def environment(device: torch.device) -> dict[str, Any]:
         uuid = str(props.uuid)
         env["gpu_uuid"] = uuid if uuid.startswith("GPU-") else f"GPU-{uuid}"
         env["driver"] = _driver_version()
+        env.update(_card_limits(device))
     else:
         env["cpu"] = platform.processor() or platform.machine()
         env["threads"] = torch.get_num_threads()

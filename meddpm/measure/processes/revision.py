@@ -101,7 +101,8 @@ def revision(rev: str, root: Path, option: str = "--compare-to", other: OtherSid
         problem = undrivable(tree, other)
         if problem is not None:
             raise UserError(f"{option}: {rev} ({sha[:9]}) {problem}; {drivable_from(sha, root, other)}")
-        yield Source(other.label(f"{rev} ({sha[:9]})"), tree, sha, other.python, other.env)
+        named = sha[:9] if sha.startswith(rev) else f"{rev} ({sha[:9]})"
+        yield Source(other.label(named), tree, sha, other.python, other.env)
 
 
 @contextlib.contextmanager

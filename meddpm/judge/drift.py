@@ -1,0 +1,122 @@
+"""Code or machine: an A/B against the last good commit set beside the last good run's own figures.
+
+A nightly run measures the working tree (A) and the last good run's commit (B) in alternating processes
+on this machine now. Three ratios then tell a code change from a change of machine or software:
+
+- the A/B (A now / B now, judged by its verdict): only the code differs, so a move here is the code's;
+- A now / the last good run's median: what a comparison with stored figures sees, code and machine together;
+- B now / the last good run's median: the same commit measured again on another machine start, so a move
+  here is the machine's or its software's (driver, PyTorch, CUDA, cuDNN, card, clocks, power cap).
+
+The last good run's environment, set beside this run's, names what differs (docs/history.md).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from meddpm.judge.verdict import UNDER_THRESHOLD, Verdict
+
+# What a run's environment records that can move a measurement without the code changing.
+ENVIRONMENT_FIELDS = (
+    "gpu_name",
+    "gpu_uuid",
+    "driver",
+    "torch",
+    "cuda",
+    "cudnn",
+    "python",
+    "power_limit_w",
+    "sm_clock_max_mhz",
+)
+# Mean SM clocks that differ by more than this tell of another clock state (boost, a cap, heat).
+CLOCK_DIFFERENCE = 0.02
+
+CODE = "code"
+DRIFT = "machine or environment drift"
+BOTH = "code, and machine or environment drift"
+UNCHANGED = "unchanged"
+NOT_MEASURED = "not measured in the last good run"
+
+
+def environment_differences(
+    then: Mapping[str, Any], now: Mapping[str, Any], clocks_mhz: tuple[float | None, float | None] = (None, None)
+) -> list[str]:
+    """``"driver 570.86 -> 580.159"`` for each recorded field that differs; ``clocks_mhz``: the case's mean SM
+    clock then and now, named where they differ by more than :data:`CLOCK_DIFFERENCE`."""
+    differences = [
+        f"{name} {then[name]} -> {now[name]}"
+        for name in ENVIRONMENT_FIELDS
+        if then.get(name) is not None and now.get(name) is not None and str(then[name]) != str(now[name])
+    ]
+    before, after = clocks_mhz
+    if before and after and abs(after / before - 1) > CLOCK_DIFFERENCE:
+        differences.append(f"mean SM clock {before:.0f} -> {after:.0f} MHz")
+    return differences
+
+
+@dataclass(frozen=True)
+class Attribution:
+    """What moved one case: the code, the machine (or its software), both, or nothing."""
+
+    case: str
+    cause: str
+    ab_ratio: float | None  # A now / B now
+    against_last_run: float | None  # A now / the last good run's median
+    same_code: float | None  # B now / the last good run's median
+    tolerance: float  # beyond this the comparison with the last run's figures counts as moved
+    differences: tuple[str, ...] = ()
+
+    def line(self) -> str:
+        """One line: the cause, the three ratios and what differs from the last good run."""
+        ratios = ", ".join(
+            f"{label} {_ratio(value)}"
+            for label, value in (
+                ("A/B", self.ab_ratio),
+                ("vs last good run", self.against_last_run),
+                ("its commit again", self.same_code),
+            )
+        )
+        differs = "; ".join(self.differences) if self.differences else "no recorded difference"
+        tail = f" [{differs}]" if self.cause in (DRIFT, BOTH) else ""
+        return f"{self.case}: {self.cause} ({ratios}){tail}"
+
+    def as_dict(self) -> dict[str, Any]:
+        """The attribution as results files keep it."""
+        return {
+            "cause": self.cause,
+            "ab_ratio": self.ab_ratio,
+            "against_last_run": self.against_last_run,
+            "same_code": self.same_code,
+            "tolerance": self.tolerance,
+            "differences": list(self.differences),
+        }
+
+
+def attribute(
+    case: str, ab: Verdict, last_run_median_ms: float | None, tolerance: float, differences: Sequence[str] = ()
+) -> Attribution:
+    """The cause of whatever moved ``case``, from its A/B verdict (``now``: A's median, ``baseline``: B's) and
+    the last good run's median of it; a comparison with that median has moved beyond ``tolerance`` (relative)."""
+    a_now, b_now = ab.now, ab.baseline
+    ab_ratio = a_now / b_now if a_now and b_now else None
+    against = a_now / last_run_median_ms if a_now and last_run_median_ms else None
+    same = b_now / last_run_median_ms if b_now and last_run_median_ms else None
+    code_moved = ab.outcome in ("regression", "improvement", *UNDER_THRESHOLD)
+    if against is None:
+        cause = CODE if code_moved else NOT_MEASURED
+    else:
+        machine_moved = _moved(same, tolerance) or (_moved(against, tolerance) and not code_moved)
+        cause = BOTH if code_moved and machine_moved else CODE if code_moved else DRIFT if machine_moved else UNCHANGED
+    return Attribution(case, cause, ab_ratio, against, same, tolerance, tuple(differences))
+
+
+def _moved(ratio: float | None, tolerance: float) -> bool:
+    return ratio is not None and math.isfinite(ratio) and abs(ratio - 1) > tolerance
+
+
+def _ratio(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4f}"
