@@ -123,10 +123,9 @@ def test_check_passes_the_measurements_whose_memory_steps_returned_to_their_old_
     capsys.readouterr()
     status = main(["check", "--db", str(db)])
     out = capsys.readouterr().out
-    # opt2's peak memory went 22.04 -> 22.55 GiB for two runs and back: reported at the levels measured, not open.
-    assert "h200 paper/opt2/b1 memory +2.3% (22.04 -> 22.54 GiB peak)" in out
+    # opt2's, opt12's and amp_bf16's peak memory rose for two runs of one dirty tree and went back: not open.
     opened = [line for line in out.splitlines() if line.startswith("OPEN REGRESSION")]
-    returned = ("paper/opt2/b1 memory", "paper/opt12/b1 memory", "paper/amp_bf16/b1 memory", "paper/fast/b1 memory")
+    returned = ("paper/opt2/b1 memory", "paper/opt12/b1 memory", "paper/amp_bf16/b1 memory")
     assert not [line for line in opened if any(f" {case} " in line for case in returned)], opened
     assert status == (1 if opened else 0)
 
@@ -178,7 +177,7 @@ def test_report_writes_a_page_per_architecture_and_per_run(tmp_path, capsys):
     main(["import", "--db", str(db), str(MEASUREMENTS)])
     repo = ["--repo-url", "https://github.com/example/meddpm-perf/"]
     assert main(["report", "--db", str(db), "--out", str(tmp_path / "site"), *repo]) == 0
-    assert "and 2 architecture page(s), 47 run page(s)" in capsys.readouterr().out
+    assert "and 2 architecture page(s), 50 run page(s)" in capsys.readouterr().out
     assert sorted(p.name for p in (tmp_path / "site").iterdir()) == [
         "h100.html",
         "h200.html",

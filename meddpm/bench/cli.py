@@ -114,7 +114,9 @@ def _parser() -> argparse.ArgumentParser:
         "--compare-to",
         metavar="REV",
         help="A/B: measure git revision REV and the working tree in alternating processes; per combo the ratio, "
-        "its interval, p and the smallest change this run could see; exit 1 on a significant slowdown",
+        "its interval, p and the smallest change this run could see; exit 1 on a significant slowdown; "
+        "last-good: the commit of the newest good bench run of this architecture in the history (--history), "
+        "and per combo whether the code or the machine moved",
     )
     p.add_argument(
         "--compare-python",
