@@ -1,7 +1,7 @@
 #!/bin/bash
 # On a two-GPU machine, from the repository root: bash docs/measurements/2026-11-26-issue43-ddp/gpu.sh OUT STAGE
 # STAGE: save_a (ddp2 cases of baseline, opt2, opt12 saved), save_b (opt1, amp_bf16, fast saved, then the
-# all-reduce-after-backward's phases at one and two GPUs).
+# all-reduce-after-backward's phases at one and two GPUs), save_all (all six combos, no phases).
 set -u
 OUT=$1
 STAGE=$2
@@ -17,6 +17,7 @@ arch=$(python3 -c "import torch; from meddpm.judge.arch import detect_arch; prin
 case $STAGE in
 save_a) combos=baseline,opt2,opt12 ;;
 save_b) combos=opt1,amp_bf16,fast ;;
+save_all) combos=baseline,opt1,opt2,opt12,amp_bf16,fast ;;
 esac
 start=$(date +%s)
 python3 -m pytest perf_tests/test_multigpu.py -m multigpu -p no:cacheprovider -rfEs --combos=$combos \
