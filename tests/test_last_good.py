@@ -115,3 +115,14 @@ def test_a_nightly_against_the_last_good_run_tells_the_code_from_the_machine(tmp
     # The night's run is a trend run: the next night may A/B against it.
     with HistoryStore.open(str(repo / "history.sqlite"), create=False) as store:
         assert [run.kind for run in store.runs()] == ["suite", "suite"]
+
+
+def test_the_bench_refuses_last_good_without_such_a_run_in_one_line(tmp_path, capsys):
+    from meddpm.bench.cli import main
+
+    history = tmp_path / "h.sqlite"
+    HistoryStore.open(str(history)).close()  # a history database with no run in it
+    args = ["--device=cpu", "--combos=baseline", f"--json={tmp_path / 'r.json'}", f"--history={history}"]
+    assert main([*args, "--compare-to=last-good"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no last good run: the history " in err[0] and "holds no bench run on cpu" in err[0], err
