@@ -56,8 +56,9 @@ def test_environment_differences_name_each_field_that_moved_and_skip_what_one_si
     then = {"driver": "570.86", "torch": "2.11.0", "cudnn": 91900, "gpu_uuid": "GPU-a", "power_limit_w": 700.0}
     now = {"driver": "580.159", "torch": "2.11.0", "cudnn": 91900, "gpu_uuid": "GPU-b", "cuda": "13.0"}
     assert environment_differences(then, now) == ["gpu_uuid GPU-a -> GPU-b", "driver 570.86 -> 580.159"]
-    assert environment_differences({}, now, (1980.0, 1755.0)) == ["mean SM clock 1980 -> 1755 MHz"]
-    assert environment_differences({}, now, (1980.0, 1970.0)) == []  # within 2 %: the same clock state
+    assert environment_differences({**then, "sm_clock_max_mhz": 1980}, {**then, "sm_clock_max_mhz": 1755}) == [
+        "sm_clock_max_mhz 1980 -> 1755"
+    ]
 
 
 def test_last_good_without_a_history_is_one_line_naming_the_fix(tmp_path):

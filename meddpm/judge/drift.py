@@ -20,7 +20,8 @@ from typing import Any
 
 from meddpm.judge.verdict import UNDER_THRESHOLD, Verdict
 
-# What a run's environment records that can move a measurement without the code changing.
+# What a run's environment records that can move a measurement without the code changing (the card's power
+# cap and top SM clock among them: another clock state is another machine).
 ENVIRONMENT_FIELDS = (
     "gpu_name",
     "gpu_uuid",
@@ -32,9 +33,6 @@ ENVIRONMENT_FIELDS = (
     "power_limit_w",
     "sm_clock_max_mhz",
 )
-# Mean SM clocks that differ by more than this tell of another clock state (boost, a cap, heat).
-CLOCK_DIFFERENCE = 0.02
-
 CODE = "code"
 DRIFT = "machine or environment drift"
 BOTH = "code, and machine or environment drift"
@@ -42,20 +40,14 @@ UNCHANGED = "unchanged"
 NOT_MEASURED = "not measured in the last good run"
 
 
-def environment_differences(
-    then: Mapping[str, Any], now: Mapping[str, Any], clocks_mhz: tuple[float | None, float | None] = (None, None)
-) -> list[str]:
-    """``"driver 570.86 -> 580.159"`` for each recorded field that differs; ``clocks_mhz``: the case's mean SM
-    clock then and now, named where they differ by more than :data:`CLOCK_DIFFERENCE`."""
-    differences = [
+def environment_differences(then: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
+    """``"driver 570.86 -> 580.159"`` for each field of :data:`ENVIRONMENT_FIELDS` both environments recorded
+    that differs."""
+    return [
         f"{name} {then[name]} -> {now[name]}"
         for name in ENVIRONMENT_FIELDS
         if then.get(name) is not None and now.get(name) is not None and str(then[name]) != str(now[name])
     ]
-    before, after = clocks_mhz
-    if before and after and abs(after / before - 1) > CLOCK_DIFFERENCE:
-        differences.append(f"mean SM clock {before:.0f} -> {after:.0f} MHz")
-    return differences
 
 
 @dataclass(frozen=True)
