@@ -130,3 +130,12 @@ def test_no_database_is_one_line_naming_the_fix(tmp_path, monkeypatch):
 def test_a_kind_that_is_no_trend_is_refused():
     with pytest.raises(UserError, match="kind 'ab' is not one of suite, bench"):
         last_good(None, "a100", "ab")
+
+
+def test_a_night_whose_own_verdicts_failed_a_case_is_not_good(tmp_path):
+    # The newest night failed its A/B: the change points cannot see a step one run old, its verdict can.
+    db = tmp_path / "h.sqlite"
+    documents = nightly(step=False)
+    documents[-1]["cases"][1]["outcome"] = "regression"
+    plant(db, documents)
+    assert last_good(str(db), "a100", "suite").commit == sha(NIGHTS - 2)

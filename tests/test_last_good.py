@@ -17,7 +17,16 @@ from test_settings import _Config
 
 from meddpm.errors import UserError
 from meddpm.history.store import HistoryStore
-from meddpm.judge.drift import BOTH, CODE, DRIFT, NOT_MEASURED, UNCHANGED, attribute, environment_differences
+from meddpm.judge.drift import (
+    BOTH,
+    CODE,
+    DRIFT,
+    INCONCLUSIVE,
+    NOT_MEASURED,
+    UNCHANGED,
+    attribute,
+    environment_differences,
+)
 from meddpm.judge.verdict import Verdict
 from meddpm.suite.options import parse_options
 
@@ -38,6 +47,8 @@ def _ab(outcome: str, a_ms: float, b_ms: float) -> Verdict:
         ("slower under threshold", 100.6, 100.0, 100.0, CODE),  # significant, if small: the code
         ("unchanged", 100.5, 100.4, 100.0, UNCHANGED),
         ("unchanged", 100.5, 100.4, None, NOT_MEASURED),
+        # An A/B too weak to see 4 %, its commit as before: not the machine's doing.
+        ("underpowered", 104.0, 100.0, 100.0, INCONCLUSIVE),
     ],
 )
 def test_the_cause_follows_which_ratios_moved(outcome, a_ms, b_ms, last_ms, cause):

@@ -79,6 +79,17 @@ def test_no_regression_says_so_with_the_table_environment_and_commits(tmp_path, 
     assert "NVIDIA H100 80GB HBM3 (h100, driver 580.159.04), torch 2.11.0+cu130, CUDA 13.0" in text
 
 
+def test_each_sides_interpreter_and_variables_are_named(tmp_path, capsys):
+    environment = {"python": "3.12.3", "torch": "2.11.0+cu130", "cuda": "13.0", "cudnn": 91900}
+    sides = [
+        {"label": "working tree", "commit": "abc", "python": "/usr/bin/python3", "env": {}, "environment": environment},
+        {"label": "base", "commit": "def", "python": "/opt/v2/bin/python", "env": {"X": "1"}, "environment": {}},
+    ]
+    text = _comment(_results(tmp_path, ("opt1", 1.0), sides=sides, schema="meddpm-perf-results/3"), capsys)
+    assert "Each side ran under: A: python /usr/bin/python3 3.12.3, torch 2.11.0+cu130" in text
+    assert "| B: python /opt/v2/bin/python" in text and "with X=1" in text
+
+
 def test_one_regression_is_the_title_and_its_row(tmp_path, capsys):
     text = _comment(_results(tmp_path, ("opt1", 1.0), ("fast", 1.03)), capsys)
     assert text.splitlines()[1] == "## meddpm-perf A/B on h100: 1 case slower"

@@ -242,7 +242,9 @@ def run(argv: Sequence[str] | None = None) -> int:
     settings = _settings(args, on_gpu)
     _check_extras(args, device)
     arch = detect_arch(device) if on_gpu else "cpu"
-    last_good = compare_to_last_good(inputs.revision(args.compare_to), args.history or None, arch, "bench")
+    compare_to = inputs.revision(args.compare_to)
+    processes = inputs.process_count("--processes", args.processes, compare_to)
+    last_good = compare_to_last_good(compare_to, args.history or None, arch, "bench", processes)
     process_plan = bench_processes.plan(
         args.processes,
         last_good.commit if last_good else args.compare_to,

@@ -38,6 +38,7 @@ DRIFT = "machine or environment drift"
 BOTH = "code, and machine or environment drift"
 UNCHANGED = "unchanged"
 NOT_MEASURED = "not measured in the last good run"
+INCONCLUSIVE = "inconclusive (the A/B saw no change, its commit measured as before, yet this tree moved)"
 
 
 def environment_differences(then: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
@@ -98,11 +99,17 @@ def attribute(
     against = a_now / last_run_median_ms if a_now and last_run_median_ms else None
     same = b_now / last_run_median_ms if b_now and last_run_median_ms else None
     code_moved = ab.outcome in ("regression", "improvement", *UNDER_THRESHOLD)
+    # Only the last good commit measured again tells of the machine: against the last run, this tree moves
+    # with the code and the machine together.
+    machine_moved = _moved(same, tolerance)
     if against is None:
         cause = CODE if code_moved else NOT_MEASURED
+    elif code_moved:
+        cause = BOTH if machine_moved else CODE
+    elif machine_moved:
+        cause = DRIFT
     else:
-        machine_moved = _moved(same, tolerance) or (_moved(against, tolerance) and not code_moved)
-        cause = BOTH if code_moved and machine_moved else CODE if code_moved else DRIFT if machine_moved else UNCHANGED
+        cause = INCONCLUSIVE if _moved(against, tolerance) else UNCHANGED
     return Attribution(case, cause, ab_ratio, against, same, tolerance, tuple(differences))
 
 

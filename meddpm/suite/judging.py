@@ -29,6 +29,7 @@ from meddpm.judge.drift import attribute, environment_differences
 from meddpm.judge.explain import explain_counts, flagged
 from meddpm.judge.verdict import UNDER_THRESHOLD, Verdict, judge_case, judge_expectation, judge_figures, judge_samples
 from meddpm.measure.campaign.protocol import MeasuringCampaign
+from meddpm.measure.processes.campaign import ProcessCampaign
 from meddpm.measure.processes.ddp import DdpResult
 from meddpm.measure.profiling.ncu_metrics import METRICS
 from meddpm.suite.cases import CaseRecord, PerfCase, RatioCase
@@ -111,7 +112,8 @@ class Judging:
         judged = ab_cases(campaign, tolerances)[case.combo]
         record.verdicts, record.explain = judged.verdicts, list(judged.explain)
         if last_good is not None:
-            now = (campaign.sides() or [{}])[0].get("environment") or {}
+            sides = campaign.sides() if isinstance(campaign, ProcessCampaign) else []
+            now = (sides or [{}])[0].get("environment") or {}
             differences = environment_differences(last_good.recorded_environment, now)
             key = str(case.key)
             record.attribution = attribute(

@@ -281,7 +281,8 @@ def parse_options(config: pytest.Config) -> SuiteOptions:
     baseline_dir = _baseline_dir(config, saving)
     arch = _arch(opt("--arch"), baseline_dir)
     compare_to = _revision(opt("--compare-to"), saving)
-    last_good = compare_to_last_good(compare_to, history, arch or _running_arch(), "suite")
+    processes = inputs.process_count("--perf-processes", opt("--perf-processes"), compare_to)
+    last_good = compare_to_last_good(compare_to, history, arch or _running_arch(), "suite", processes)
     compare_to = last_good.commit if last_good else compare_to
     other = _other_side(opt(PYTHON_OPTION), opt(ENV_OPTION), saving)
     if saving and opt("--perf-energy") == "off":

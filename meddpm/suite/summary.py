@@ -7,6 +7,7 @@ from typing import Any
 import pandas as pd
 
 from meddpm.judge.verdict import UNDER_THRESHOLD
+from meddpm.measure.processes.sides import sides_line
 from meddpm.report.tables import SUMMARY_TABLE, explain_table, kernel_mix_table, ncu_table, results_table
 
 
@@ -150,6 +151,8 @@ def markdown_summary(results: dict[str, Any]) -> str:
             pd.DataFrame(comparisons).to_markdown(index=False),
             "",
         ]
+    if len(results.get("sides") or []) == 2:  # what each side of an A/B ran under
+        lines += [f"A/B sides: {sides_line(results['sides'])}", ""]
     changed = (" regression:", " improvement:", *(f" {outcome}:" for outcome in UNDER_THRESHOLD))
     problems = [v for c in results["cases"] for v in c["verdicts"] if any(word in v for word in changed)]
     if problems:
