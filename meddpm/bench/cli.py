@@ -22,7 +22,6 @@ from meddpm.bench import processes as bench_processes
 from meddpm.bench.output import say
 from meddpm.errors import UserError, run_command
 from meddpm.history.append import append_results, history_target
-from meddpm.history.last_good import compare_to_last_good
 from meddpm.history.results import RunHeader
 from meddpm.history.store import DEFAULT_DB as HISTORY_DB
 from meddpm.history.store import ENV_VAR as HISTORY_ENV_VAR
@@ -242,17 +241,16 @@ def run(argv: Sequence[str] | None = None) -> int:
     settings = _settings(args, on_gpu)
     _check_extras(args, device)
     arch = detect_arch(device) if on_gpu else "cpu"
-    compare_to = inputs.revision(args.compare_to)
-    processes = inputs.process_count("--processes", args.processes, compare_to)
-    last_good = compare_to_last_good(compare_to, args.history or None, arch, "bench", processes)
     process_plan = bench_processes.plan(
         args.processes,
-        last_good.commit if last_good else args.compare_to,
+        args.compare_to,
         kernel_mix=args.kernel_mix,
         sample=args.sample,
         gpus=args.gpus,
         compare_python=args.compare_python,
         compare_env=args.compare_env,
+        history=args.history or None,
+        arch=arch,
     )
     json_path = _json_path(args.json, config.name)
     if args.bisect is not None:
@@ -313,7 +311,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     if process_plan.active and interrupted:
         extras["process_medians_ms"] = bench_processes.process_medians(campaign)  # too few for spreads or verdicts
     elif process_plan.active:
-        status = bench_processes.report(campaign, process_plan.processes, extras, last_good)
+        status = bench_processes.report(campaign, process_plan.processes, extras, process_plan.last_good)
 
     def save() -> None:
         document = {

@@ -26,7 +26,7 @@ import torch
 
 from meddpm.bench.output import say
 from meddpm.errors import UserError
-from meddpm.history.last_good import LastGood
+from meddpm.history.last_good import LastGood, compare_to_last_good
 from meddpm.judge.ab import ab_cases
 from meddpm.judge.baseline import CaseKey, Tolerances
 from meddpm.judge.drift import attribute, environment_differences
@@ -49,6 +49,7 @@ class ProcessPlan:
     processes: int
     compare_to: str | None
     other: OtherSide = OtherSide()
+    last_good: LastGood | None = None  # the history's run whose commit compare_to is (--compare-to=last-good)
 
     @property
     def ab(self) -> bool:
@@ -70,12 +71,20 @@ def plan(
     gpus: int,
     compare_python: str | None = None,
     compare_env: Sequence[str] | None = None,
+    history: str | None = None,
+    arch: str = "cpu",
 ) -> ProcessPlan:
-    """The process plan of the options given, checked now: a bad REV or interpreter is one line, not minutes later."""
+    """The process plan of the options given, checked now: a bad REV or interpreter is one line, not minutes later.
+
+    ``compare_to`` :data:`~meddpm.history.last_good.LAST_GOOD` is the commit of the last good bench run on ``arch``
+    in ``history`` (the database as ``--history`` gives it)."""
     compare_to = revision(compare_to)
     other = OtherSide(interpreter(compare_python), parse_env(compare_env))
     ab = "--compare-to" if compare_to is not None else "--compare-python/--compare-env" if other.given else None
-    result = ProcessPlan(process_count("--processes", processes, ab), compare_to, other)
+    count = process_count("--processes", processes, ab)
+    last_good = compare_to_last_good(compare_to, history, arch, "bench", count)
+    compare_to = last_good.commit if last_good else compare_to
+    result = ProcessPlan(count, compare_to, other, last_good)
     if result.active and kernel_mix:
         raise UserError("--kernel-mix profiles the models of this process; drop it or --processes/--compare-to")
     if ab is not None and (sample or gpus):

@@ -281,10 +281,10 @@ def parse_options(config: pytest.Config) -> SuiteOptions:
     baseline_dir = _baseline_dir(config, saving)
     arch = _arch(opt("--arch"), baseline_dir)
     compare_to = _revision(opt("--compare-to"), saving)
-    processes = inputs.process_count("--perf-processes", opt("--perf-processes"), compare_to)
+    other = _other_side(opt(PYTHON_OPTION), opt(ENV_OPTION), saving)
+    processes = inputs.process_count("--perf-processes", opt("--perf-processes"), _ab_option(compare_to, other))
     last_good = compare_to_last_good(compare_to, history, arch or _running_arch(), "suite", processes)
     compare_to = last_good.commit if last_good else compare_to
-    other = _other_side(opt(PYTHON_OPTION), opt(ENV_OPTION), saving)
     if saving and opt("--perf-energy") == "off":
         raise UserError("--save-baseline stores energy too, which --perf-energy=off skips; drop one of them")
     inputs.writable_folder("--perf-results-dir", opt("--perf-results-dir"))
@@ -313,7 +313,7 @@ def parse_options(config: pytest.Config) -> SuiteOptions:
         compare_to=compare_to,
         last_good=last_good,
         other=other,
-        processes=inputs.process_count("--perf-processes", opt("--perf-processes"), _ab_option(compare_to, other)),
+        processes=processes,
         history=history,
     )
 
