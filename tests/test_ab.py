@@ -102,7 +102,7 @@ def test_bench_ab_flags_a_planted_slowdown_and_passes_a_clean_combo(repo):
     rows = {line.split()[0]: line for line in result.stdout.splitlines() if line.startswith(("baseline ", "opt1 "))}
     assert "regression" in rows["baseline"] and re.search(r" 1\.(09\d\d|10\d\d) ", rows["baseline"]), rows
     assert re.search(r"unchanged|(slower|faster) under threshold", rows["opt1"]), rows  # PID noise, see above
-    assert "slower than HEAD (" in result.stdout
+    assert "worse than HEAD (" in result.stdout
     document = json.loads((repo / "ab.json").read_text())
     assert document["comparisons"]["baseline"]["outcome"] == "regression"
     assert document["comparisons"]["opt1"]["outcome"] in ("unchanged", *UNDER_THRESHOLD)
@@ -128,6 +128,7 @@ def test_bench_refuses_a_revision_whose_workload_the_harness_cannot_drive(repo):
             "--processes must be at least 2 (an A/B needs a spread on each side)*",
         ),
         (("--processes=0",), "--processes must be at least 1, got 0"),
+        (("--until-detectable=0.01",), "--until-detectable stops an A/B's combos early; give --compare-to*"),
         (("--compare-to=HEAD", "--sample"), "--sample would measure the working tree only; run it without*"),
         (("--compare-to=HEAD", "--gpus=1"), "--gpus would measure the working tree only; run it without*"),
     ],

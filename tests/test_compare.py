@@ -88,9 +88,10 @@ def test_sources_alternate_abba():
 
 
 @pytest.mark.parametrize(
-    "sources, energy, expected", [(1, True, ["1", "0", "0"]), (2, True, ["0"] * 6), (1, False, ["0"] * 3)]
+    "sources, energy, expected",
+    [(1, True, ["1", "0", "0"]), (2, True, ["1", "1", "0", "0", "0", "0"]), (1, False, ["0"] * 3)],
 )
-def test_energy_blocks_run_in_the_first_process_only_never_in_an_ab_run_nor_when_off(
+def test_energy_blocks_run_in_each_sides_first_process_only_and_not_when_off(
     monkeypatch, tmp_path, sources, energy, expected
 ):
     from meddpm.measure.campaign.settings import CampaignSettings

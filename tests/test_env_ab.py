@@ -57,7 +57,7 @@ def test_bench_ab_under_another_interpreter_and_a_variable_records_each_side(rep
     b = f"under {python} with {PLANTED_VARIABLE}=90"
     assert f"A: python {sys.executable} " in out and f"| B: python {python} " in out, out
     assert f", with {PLANTED_VARIABLE}=90" in out
-    assert fnmatch.fnmatch(out, f"*slower than working tree (*) {b}: baseline*"), out
+    assert fnmatch.fnmatch(out, f"*worse than working tree (*) {b}: baseline*"), out
     document = json.loads((repo / "ab.json").read_text())
     assert document["schema"] == "meddpm-bench/4" and document["run_kind"] == "ab"
     assert document["comparisons"]["baseline"]["outcome"] == "regression"
@@ -166,6 +166,7 @@ def test_bench_refuses_bad_compare_env_in_one_line(args, message, tmp_path, caps
             "--compare-env measures two environments and saves neither; drop --save-baseline or --compare-env",
         ),
         ({"--compare-env": ["A=1"], "--perf-processes": 1}, "--perf-processes must be at least 2"),
+        ({"--perf-until-detectable": 0.01}, "--perf-until-detectable stops an A/B's combos early; give --compare-to"),
     ],
 )
 def test_the_suite_refuses_bad_compare_options_in_one_line(given, message, tmp_path):
@@ -177,7 +178,9 @@ def test_the_suite_takes_side_b_options_as_an_ab_in_processes(tmp_path):
     options = parse_options(
         _Config(tmp_path, **{"--compare-env": ["A=1", "B=x=y"], "--compare-python": sys.executable})
     )
-    assert options.ab and options.in_processes and options.processes == 5
+    assert options.ab and options.in_processes and options.processes == 5 and options.until_detectable is None
+    stopping = parse_options(_Config(tmp_path, **{"--compare-env": ["A=1"], "--perf-until-detectable": 0.01}))
+    assert stopping.until_detectable == 0.01
     assert options.other.env == (("A", "1"), ("B", "x=y")) and options.other.python == sys.executable
 
 

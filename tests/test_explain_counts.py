@@ -189,11 +189,11 @@ def ab_campaign(tmp_path: Path, planted: set[str]) -> ProcessCampaign:
     )  # fmt: skip
     done: list[Source] = []
 
-    def worker(source: Source, energy: bool) -> list[ComboResult]:
+    def worker(source: Source, combos: list[str], energy: bool) -> list[ComboResult]:
         done.append(source)
         ms = [100.0 * (1 + 0.0001 * len(done))] * 3  # time unchanged
         extra = [PLANTED] if source is tree else []
-        return [result(c, ROWS + (extra if c in planted else []), ms) for c in campaign.combos]
+        return [result(c, ROWS + (extra if c in planted else []), ms) for c in combos]
 
     campaign._run_worker = worker  # type: ignore[method-assign]
     campaign.run()

@@ -57,7 +57,7 @@ pytest_plugins = ["meddpm.suite.plugin"]
 _started = []
 
 
-def _run_worker(self, source, energy):
+def _run_worker(self, source, combos, energy):
     _started.append(source)
     if len(_started) == 2:
         raise KeyboardInterrupt
@@ -67,7 +67,7 @@ def _run_worker(self, source, energy):
             samples_ms=[100.0] * 5, warmup_ms=[], setup_s=0.1, flops_per_iter=10**9, rel_iqr_target=1.0,
             stop_reason="round limit of 5 reached",
         )
-        for c in self.combos
+        for c in combos
     ]
 
 

@@ -14,6 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 from meddpm.bench.processes import ab_table
+from meddpm.judge.ab import AbCase
 from meddpm.judge.baseline import Tolerances
 from meddpm.judge.verdict import FASTER_UNDER_THRESHOLD, SLOWER_UNDER_THRESHOLD, judge_ab
 from meddpm.measure.campaign.interleaved import ComboResult
@@ -69,7 +70,9 @@ def _fake_ab_campaign(candidate: list[float], reference: list[float]) -> SimpleN
         config=SimpleNamespace(name="paper"),
         batch_size=1,
         measurements=lambda source: {
-            "fast": SimpleNamespace(process_medians_ms=medians[source], run_counts=[], profile_rows=())
+            "fast": SimpleNamespace(
+                process_medians_ms=medians[source], run_counts=[], profile_rows=(), energy_blocks=[]
+            )
         },
     )
 
@@ -99,5 +102,5 @@ def test_the_suite_case_json_summary_and_terminal_show_it(tmp_path):
 
 def test_the_bench_ab_table_shows_it():
     campaign = _fake_ab_campaign(TIGHT, TIGHT)
-    verdicts = {"fast": judge_ab("paper/fast/b1", scaled(TIGHT, 1.0055), TIGHT, Tolerances())}
-    assert ab_table(verdicts, campaign.sources).loc["fast", "verdict"] == SLOWER_UNDER_THRESHOLD
+    cases = {"fast": AbCase(judge_ab("paper/fast/b1", scaled(TIGHT, 1.0055), TIGHT, Tolerances()), ())}
+    assert ab_table(cases, campaign.sources).loc["fast", "verdict"] == SLOWER_UNDER_THRESHOLD

@@ -110,6 +110,13 @@ def _parser() -> argparse.ArgumentParser:
         f"at most {inputs.MAX_PROCESSES})",
     )
     p.add_argument(
+        "--until-detectable",
+        type=float,
+        metavar="SHARE",
+        help="A/B: from 2 processes a side on, stop measuring a combo once its A/B could flag a slowdown of SHARE "
+        "(0.01: 1 %%), so the processes of --processes (now the most a side) go to the noisy combos",
+    )
+    p.add_argument(
         "--compare-to",
         metavar="REV",
         help="A/B: measure git revision REV and the working tree in alternating processes; per combo the ratio, "
@@ -251,6 +258,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         compare_env=args.compare_env,
         history=args.history or None,
         arch=arch,
+        until_detectable=args.until_detectable,
     )
     json_path = _json_path(args.json, config.name)
     if args.bisect is not None:

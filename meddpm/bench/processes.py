@@ -27,11 +27,11 @@ import torch
 from meddpm.bench.output import say
 from meddpm.errors import UserError
 from meddpm.history.last_good import LastGood, compare_to_last_good
-from meddpm.judge.ab import ab_cases
+from meddpm.judge.ab import AbCase, ab_cases
 from meddpm.judge.baseline import CaseKey, Tolerances
 from meddpm.judge.drift import attribute, environment_differences
 from meddpm.judge.verdict import Verdict
-from meddpm.measure.campaign.inputs import process_count, revision
+from meddpm.measure.campaign.inputs import detectable_target, process_count, revision
 from meddpm.measure.campaign.protocol import MeasuringCampaign, Progress, Source
 from meddpm.measure.campaign.settings import CampaignSettings
 from meddpm.measure.processes.campaign import ProcessCampaign
@@ -50,6 +50,7 @@ class ProcessPlan:
     compare_to: str | None
     other: OtherSide = OtherSide()
     last_good: LastGood | None = None  # the history's run whose commit compare_to is (--compare-to=last-good)
+    until_detectable: float | None = None  # --until-detectable: an A/B combo stops once this is detectable
 
     @property
     def ab(self) -> bool:
@@ -73,6 +74,7 @@ def plan(
     compare_env: Sequence[str] | None = None,
     history: str | None = None,
     arch: str = "cpu",
+    until_detectable: float | None = None,
 ) -> ProcessPlan:
     """The process plan of the options given, checked now: a bad REV or interpreter is one line, not minutes later.
 
@@ -84,7 +86,8 @@ def plan(
     count = process_count("--processes", processes, ab)
     last_good = compare_to_last_good(compare_to, history, arch, "bench", count)
     compare_to = last_good.commit if last_good else compare_to
-    result = ProcessPlan(count, compare_to, other, last_good)
+    stop_at = detectable_target("--until-detectable", until_detectable, ab)
+    result = ProcessPlan(count, compare_to, other, last_good, stop_at)
     if result.active and kernel_mix:
         raise UserError("--kernel-mix profiles the models of this process; drop it or --processes/--compare-to")
     if ab is not None and (sample or gpus):
@@ -114,6 +117,7 @@ def campaign(
             settings=settings,
             processes=process_plan.processes,
             sources=measured,
+            until_detectable=process_plan.until_detectable,
         )
 
 
@@ -152,25 +156,30 @@ def process_medians(campaign: MeasuringCampaign) -> dict[str, dict[str, list[flo
     }
 
 
-def ab_table(verdicts: dict[str, Verdict], sources: Sequence[Source]) -> pd.DataFrame:
-    """One row per combo: both medians, the ratio and its interval, p, threshold, detectable change, verdict."""
+def ab_table(cases: dict[str, AbCase], sources: Sequence[Source]) -> pd.DataFrame:
+    """One row per combo: both medians, the ratio and its interval, p, threshold, detectable change, verdict, and
+    where both sides measured it, the energy change and its verdict."""
     tree, rev = sources
     rows = []
-    for combo, v in verdicts.items():
-        c = v.comparison
-        rows.append(
-            {
-                "combo": combo,
-                f"{rev.label} ms": v.baseline,
-                "tree ms": v.now,
-                "ratio": f"{c.ratio:.4f}",
-                f"{c.confidence:.0%} interval": "n/a" if not c.testable else f"[{c.ci_low:.4f}, {c.ci_high:.4f}]",
-                "p (slower)": "n/a" if not c.testable else f"{c.p_slower:.2g}",
-                "threshold": f"{v.tolerance:.2%}",
-                "detectable": f"{v.detectable:.2%}",
-                "verdict": v.outcome,
-            }
-        )
+    for combo, case in cases.items():
+        v, c = case.time, case.time.comparison
+        row = {
+            "combo": combo,
+            "processes": f"{len(c.candidate_ms)}+{len(c.reference_ms)}",
+            f"{rev.label} ms": v.baseline,
+            "tree ms": v.now,
+            "ratio": f"{c.ratio:.4f}",
+            f"{c.confidence:.0%} interval": "n/a" if not c.testable else f"[{c.ci_low:.4f}, {c.ci_high:.4f}]",
+            "p (slower)": "n/a" if not c.testable else f"{c.p_slower:.2g}",
+            "threshold": f"{v.tolerance:.2%}",
+            "detectable": f"{v.detectable:.2%}",
+            "verdict": v.outcome,
+        }
+        if case.energy is not None:
+            e = case.energy
+            row["energy"] = "n/a" if e.change is None else f"{e.change:+.1%}"
+            row["energy verdict"] = e.outcome
+        rows.append(row)
     return pd.DataFrame(rows).set_index("combo")
 
 
@@ -187,15 +196,19 @@ def report(
     cases = ab_cases(campaign)
     verdicts = {combo: case.time for combo, case in cases.items()}
     tree, rev = campaign.sources
-    say(f"A/B, {processes} processes a side: {tree.label} against {rev.label}")
+    most = " at most (a combo stopped once its detectable change was reached)" if campaign.until_detectable else ""
+    say(f"A/B, {processes} processes a side{most}: {tree.label} against {rev.label}")
     say(sides_line(campaign.sides()))
-    say(format_table(ab_table(verdicts, campaign.sources)))
+    say(format_table(ab_table(cases, campaign.sources)))
     extras["comparisons"] = {
         combo: {"outcome": v.outcome, "threshold": v.tolerance, **v.comparison.as_dict()}
         for combo, v in verdicts.items()
     }
-    for combo, case in cases.items():  # the counts that moved, and what moved in a flagged combo (docs/explain.md)
-        for moved in (v for v in case.counts if v.outcome in ("regression", "improvement")):
+    energy = {combo: case.energy for combo, case in cases.items() if case.energy is not None}
+    if energy:
+        extras["energy_comparisons"] = {combo: _energy_dict(v) for combo, v in energy.items()}
+    for combo, case in cases.items():  # what moved besides time, and in a flagged combo what moved (docs/explain.md)
+        for moved in (v for v in case.verdicts[1:] if v.outcome in ("regression", "improvement")):
             say(moved.message())
         if case.explain:
             say(f"what moved in {combo} (A: {tree.label}, B: {rev.label}):")
@@ -204,10 +217,22 @@ def report(
     if last_good is not None:
         extras["last_good"] = last_good.as_dict()
         extras["attributions"] = attributions(campaign, verdicts, last_good)
-    slower = [combo for combo, case in cases.items() if case.failed]
-    if slower:
-        say(f"slower than {rev.label}: {', '.join(slower)}")
-    return 1 if slower else 0
+    worse = [combo for combo, case in cases.items() if case.failed]
+    if worse:
+        say(f"worse than {rev.label}: {', '.join(worse)}")
+    return 1 if worse else 0
+
+
+def _energy_dict(v: Verdict) -> dict[str, object]:
+    """An A/B energy verdict for the results file: both sides' joules per iteration, the change and resolution."""
+    return {
+        "outcome": v.outcome,
+        "reference_j_per_iter": v.baseline,
+        "candidate_j_per_iter": v.now,
+        "change": v.change,
+        "threshold": v.tolerance,
+        "resolution": v.resolution,
+    }
 
 
 def attributions(

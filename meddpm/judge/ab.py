@@ -3,7 +3,8 @@ itself under another interpreter or environment.
 
 One loop for the suite's and ``meddpm-bench``'s ``--compare-to``, ``--compare-python`` and ``--compare-env``: every
 combo's working-tree process medians (the first source, side A) against side B's (the second), judged by
-:func:`~meddpm.judge.verdict.judge_ab` with the case's tolerances (docs/statistics.md); its counts against
+:func:`~meddpm.judge.verdict.judge_ab` with the case's tolerances (docs/statistics.md); the energy per iteration
+of each side's first process against the other's, where they measured it; its counts against
 the revision's spread over its processes (:func:`~meddpm.judge.counts.judge_counts`); and where a verdict
 flags the case, the profiled iteration of each side's first process set against the other's
 (:func:`~meddpm.judge.explain.explain`, docs/explain.md).
@@ -17,9 +18,10 @@ from dataclasses import dataclass
 from meddpm.judge.baseline import CaseKey, Tolerances
 from meddpm.judge.counts import count_ranges, judge_counts
 from meddpm.judge.explain import ExplainRow, explain, flagged
-from meddpm.judge.verdict import Verdict, judge_ab
+from meddpm.judge.verdict import Verdict, judge_ab, judge_energy_change
 from meddpm.measure.campaign.protocol import MeasuringCampaign
 from meddpm.measure.campaign.result import ComboRuns
+from meddpm.measure.energy.counter import EnergyEstimate
 
 
 @dataclass(frozen=True)
@@ -29,11 +31,12 @@ class AbCase:
     time: Verdict
     counts: tuple[Verdict, ...]
     explain: tuple[ExplainRow, ...] = ()
+    energy: Verdict | None = None  # None where neither side measured energy
 
     @property
     def verdicts(self) -> list[Verdict]:
-        """The time verdict, then the counts'."""
-        return [self.time, *self.counts]
+        """The time verdict, the energy verdict where there is one, then the counts'."""
+        return [self.time, *([self.energy] if self.energy else []), *self.counts]
 
     @property
     def failed(self) -> bool:
@@ -55,12 +58,20 @@ def ab_cases(
         key = CaseKey(campaign.config.name, combo, campaign.batch_size)
         reference = references.get(combo, ComboRuns())
         subject = f"{key} {tree.label} vs {rev.label}"
-        time = judge_ab(subject, runs.process_medians_ms, reference.process_medians_ms, tolerances(key))
+        tol = tolerances(key)
+        time = judge_ab(subject, runs.process_medians_ms, reference.process_medians_ms, tol)
+        energy = None
+        if runs.energy_blocks or reference.energy_blocks:  # each side's first process measured it
+            energy = judge_energy_change(subject, _pooled_energy(runs), _pooled_energy(reference), tol.energy_rel)
         counts = tuple(judge_counts(subject, runs.run_counts, count_ranges(reference.run_counts)))
         moved = flagged([time, *counts]) and runs.profile_rows and reference.profile_rows
         rows = tuple(explain(runs.profile_rows, reference.profile_rows)) if moved else ()
-        cases[combo] = AbCase(time, counts, rows)
+        cases[combo] = AbCase(time, counts, rows, energy)
     return cases
+
+
+def _pooled_energy(runs: ComboRuns) -> EnergyEstimate | None:
+    return runs.pooled.energy if runs.runs else None
 
 
 def ab_verdicts(

@@ -228,9 +228,16 @@ def judge_energy(
     With the resolution below the threshold, a change beyond the threshold is also beyond what
     the counter's steps and the run's spread can produce, so no test is needed on top.
     """
-    base = stored.energy
-    if base is None and stored.energy_j_per_iter and not stored.energy_method:
+    if stored.energy is None and stored.energy_j_per_iter and not stored.energy_method:
         return Verdict(subject, "energy", "not comparable", stored.energy_j_per_iter, _value(now), unit, threshold)
+    return judge_energy_change(subject, now, stored.energy, threshold, unit)
+
+
+def judge_energy_change(
+    subject: str, now: EnergyEstimate | None, base: EnergyEstimate | None, threshold: float, unit: str = "J/iter"
+) -> Verdict:
+    """Energy per iteration ``now`` against ``base`` (a stored case's, or side B's in an A/B run): regression or
+    improvement beyond ``threshold`` where the resolution of the two is below it."""
     if now is None or base is None:
         return Verdict(subject, "energy", "not measured", _value(base), _value(now), unit, threshold)
     res = resolution(now, base)

@@ -36,4 +36,3 @@ class Sampler:
         """Sample; ``steps`` < T runs only the last steps (for warm-up and tests)."""
         with self.combo.flags(), self.combo.autocast(self.device), torch.inference_mode():
             return self.model.sample(self.masks, steps=steps, generator=self.generator, step_fn=self.step_fn)
-

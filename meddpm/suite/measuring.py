@@ -136,6 +136,8 @@ class Measuring:
         o = self.options
         against = o.other.label((o.last_good.describe() if o.last_good else o.compare_to) or "this tree")
         processes = f" in {o.processes} processes" + (f" each, alternating with {against}" if o.ab else "")
+        if o.until_detectable is not None:
+            processes += f" (at most; a combo stops once a {o.until_detectable:.1%} slowdown is detectable)"
         self.write_line(
             f"\nmeddpm: measuring {preset} b{batch_size} on {self.running_arch if on_gpu else CPU}{processes}: "
             f"{', '.join(combos)}; {settings.warmup} warm-up iterations each, then "
@@ -158,7 +160,14 @@ class Measuring:
             return Campaign(config, [get_combo(c) for c in combos], device, batch_size=batch_size, settings=settings)
         measured = checkouts.enter_context(sources(o.compare_to, o.other))
         return ProcessCampaign(
-            config, combos, device, batch_size=batch_size, settings=settings, processes=o.processes, sources=measured
+            config,
+            combos,
+            device,
+            batch_size=batch_size,
+            settings=settings,
+            processes=o.processes,
+            sources=measured,
+            until_detectable=o.until_detectable,
         )
 
     def _progress(self, p: Progress) -> None:

@@ -66,6 +66,8 @@ class SuiteOptions:
     results_dir: Path
     ncu: NcuSettings | None = None  # None: Nsight Compute cases are off
     processes: int = 1  # measuring processes per case (per side in an A/B run); 1: in this process
+    # An A/B combo needs no more processes once it could flag a slowdown this small (None: all of ``processes``).
+    until_detectable: float | None = None
     compare_to: str | None = None  # a git revision to measure against, alternating processes
     last_good: LastGood | None = None  # the history's run whose commit compare_to is (--compare-to=last-good)
     other: OtherSide = SAME  # side B's interpreter and extra environment (--compare-python, --compare-env)
@@ -166,6 +168,14 @@ def add_options(parser: pytest.Parser) -> None:
         help="measure every case in N fresh processes (each its own CUDA context, autotuning and compilation) and "
         f"judge the per-process medians (default: 1, in the pytest process; {AB_PROCESSES} a side with --compare-to; "
         f"at most {inputs.MAX_PROCESSES})",
+    )
+    g.addoption(
+        "--perf-until-detectable",
+        type=float,
+        default=None,
+        metavar="SHARE",
+        help="A/B: from 2 processes a side on, stop measuring a combo once its A/B could flag a slowdown of SHARE "
+        "(0.01: 1 %%), so the processes of --perf-processes (now the most a side) go to the noisy combos",
     )
     g.addoption(
         "--compare-to",
@@ -282,7 +292,9 @@ def parse_options(config: pytest.Config) -> SuiteOptions:
     arch = _arch(opt("--arch"), baseline_dir)
     compare_to = _revision(opt("--compare-to"), saving)
     other = _other_side(opt(PYTHON_OPTION), opt(ENV_OPTION), saving)
-    processes = inputs.process_count("--perf-processes", opt("--perf-processes"), _ab_option(compare_to, other))
+    ab = _ab_option(compare_to, other)
+    processes = inputs.process_count("--perf-processes", opt("--perf-processes"), ab)
+    until_detectable = inputs.detectable_target("--perf-until-detectable", opt("--perf-until-detectable"), ab)
     last_good = compare_to_last_good(compare_to, history, arch or _running_arch(), "suite", processes)
     compare_to = last_good.commit if last_good else compare_to
     if saving and opt("--perf-energy") == "off":
@@ -314,6 +326,7 @@ def parse_options(config: pytest.Config) -> SuiteOptions:
         last_good=last_good,
         other=other,
         processes=processes,
+        until_detectable=until_detectable,
         history=history,
     )
 

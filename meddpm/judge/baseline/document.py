@@ -218,7 +218,7 @@ def baseline_3_to_4(document: dict[str, Any]) -> dict[str, Any]:
     """Version 4 added each case's deterministic counts, optional: a version-3 file has none, so counts in
     one are a mistake to refuse (its cases are judged without a counts gate until saved again)."""
     cases = document.get("cases")
-    for key, case in (cases.items() if isinstance(cases, dict) else []):
+    for key, case in cases.items() if isinstance(cases, dict) else []:
         if isinstance(case, dict) and "counts" in case:
             raise Invalid(f"cases[{key!r}].counts, which {SCHEMA} and later read", f'set "schema" to "{SCHEMA}"')
     return document

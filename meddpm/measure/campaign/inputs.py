@@ -78,6 +78,18 @@ def process_count(option: str, given: int | None, compare_to: str | None) -> int
     return count
 
 
+def detectable_target(option: str, given: float | None, ab: str | None) -> float | None:
+    """The detectable change at which an A/B combo needs no more processes, checked: a share between 0 and 1, and only
+    for an A/B run (``ab`` names the option that makes it one; None: not one)."""
+    if given is None:
+        return None
+    if ab is None:
+        raise UserError(f"{option} stops an A/B's combos early; give --compare-to, --compare-python or --compare-env")
+    if not 0 < given < 1:
+        raise UserError(f"{option} must be a share between 0 and 1, e.g. 0.01 for 1 %, got {given}")
+    return given
+
+
 def _nearest_folder(path: Path) -> Path:
     """The nearest of ``path`` and its parents that exists: where writing is decided, as the writers make the rest."""
     return next(p for p in (path, *path.parents) if p.exists())

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -34,6 +35,7 @@ from meddpm.measure.machine.nvml import GpuState
 from meddpm.measure.processes.sides import side_record
 from meddpm.measure.processes.worker import WORKER_SCHEMA
 from meddpm.measure.profiling.iteration import ProfileRow
+from meddpm.measure.statistics.compare import detectable_change
 from meddpm.measure.statistics.descriptive import Stats
 from meddpm.model.config import ModelConfig
 from meddpm.run.train import TrainStep
@@ -76,12 +78,14 @@ def sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
 
 
+def paired(sources: Sequence[Source], index: int) -> list[Source]:
+    """The sources' ``index``-th processes (from 0), in the order of A B B A A B ... (one source: A)."""
+    return list(sources) if index % 2 == 0 else list(reversed(sources))
+
+
 def alternating(sources: Sequence[Source], processes: int) -> list[Source]:
     """``processes`` runs of each source in the order A B B A A B ... (one source: A A A ...)."""
-    if len(sources) == 1:
-        return [sources[0]] * processes
-    a, b = sources
-    return [s for i in range(processes) for s in ((a, b) if i % 2 == 0 else (b, a))]
+    return [s for i in range(processes) for s in paired(sources, i)]
 
 
 def result_from_dict(data: dict) -> ComboResult:
@@ -114,9 +118,13 @@ class ProcessCampaign:
         processes: int,
         sources: Sequence[Source],
         timeout_s: float = 3600.0,
+        until_detectable: float | None = None,
+        alpha: float = 0.01,
     ):
         if processes < 1:
             raise UserError(f"the number of processes must be at least 1, got {processes}")
+        if until_detectable is not None and len(sources) != 2:
+            raise UserError("stopping at a detectable change needs an A/B run (two sides to compare)")
         self.config = config
         self.combos = list(combos)
         self.device = device
@@ -125,8 +133,13 @@ class ProcessCampaign:
         self.processes = processes
         self.sources = list(sources)
         self.timeout_s = timeout_s
+        # None: every combo runs in ``processes`` processes a side. Else a combo stops, from two processes a side
+        # on, once its A/B could flag a slowdown this small (at ``alpha``): the processes go where the noise is.
+        self.until_detectable = until_detectable
+        self.alpha = alpha
         self._measured = {s.label: {c: ComboRuns(in_workers=True) for c in self.combos} for s in self.sources}
         self._environments: dict[str, dict] = {}  # by label: the environment its first worker reported
+        self._started: set[str] = set()  # the labels of the sources whose first process has started
 
     @property
     def steps(self) -> Mapping[str, TrainStep]:
@@ -139,25 +152,44 @@ class ProcessCampaign:
         return {c: runs.pooled for c, runs in self.measurements().items() if runs.runs}
 
     def run(self, on_progress: Callable[[Progress], None] | None = None) -> dict[str, ComboResult]:
-        """Run every worker process in turn; returns the first source's results by combo, pooled over its processes.
+        """Run the worker processes in turn; returns the first source's results by combo, pooled over its processes.
 
+        Each source's first process also measures energy, where the settings ask for it: one block a combo
+        (about 12 s), not one a process, which would push a nightly run past 10 minutes. With
+        ``until_detectable``, later processes measure only the combos that have not reached it.
         Interrupted (Ctrl-C or SIGTERM), the running worker is killed and the measurements keep the
         processes that finished, for the caller to write as a partial run.
         """
         notify = on_progress or (lambda _: None)
-        order = alternating(self.sources, self.processes)
+        pending, planned, done = list(self.combos), len(alternating(self.sources, self.processes)), 0
         with sigterm_as_interrupt():
-            # Energy blocks (about 12 s per combo) run in the first process only, and not at all in an
-            # A/B run, which judges time: in every process they would push a nightly run past 10 minutes.
-            for done, source in enumerate(order, 1):
-                measured = self.measurements(source)
-                for result in self._run_worker(source, energy=done == 1 and len(self.sources) == 1):
-                    measured[result.combo].runs.append(result)
-                medians = ", ".join(
-                    f"{combo} {runs.runs[-1].stats.median:.4g} ms" for combo, runs in measured.items() if runs.runs
-                )
-                notify(Progress("process", source.label, done, len(order), medians))
+            for index in range(self.processes):
+                for source in paired(self.sources, index):
+                    measured = self.measurements(source)
+                    first = source.label not in self._started
+                    self._started.add(source.label)
+                    started = time.monotonic()
+                    for result in self._run_worker(source, pending, energy=first):
+                        measured[result.combo].runs.append(result)
+                    done += 1
+                    medians = ", ".join(
+                        f"{c} {measured[c].runs[-1].stats.median:.4g} ms" for c in pending if measured[c].runs
+                    )
+                    detail = f"{medians} ({time.monotonic() - started:.0f} s)"
+                    notify(Progress("process", source.label, done, planned, detail))
+                pending = [c for c in pending if not self.reached_detectable(c)]
+                if not pending:
+                    break
         return self.results
+
+    def detectable(self, combo: str) -> float:
+        """The smallest slowdown of ``combo`` the A/B measured so far can flag (inf before two processes a side)."""
+        a, b = (self.measurements(s)[combo].process_medians_ms for s in self.sources)
+        return detectable_change(a, b, self.alpha)
+
+    def reached_detectable(self, combo: str) -> bool:
+        """Whether ``combo`` needs no more processes: its A/B reached ``until_detectable`` (never without one)."""
+        return self.until_detectable is not None and self.detectable(combo) <= self.until_detectable
 
     def measurements(self, source: Source | None = None) -> dict[str, ComboRuns]:
         """Each combo's runs from ``source`` (default: the first), one per process that finished."""
@@ -179,14 +211,14 @@ class ProcessCampaign:
     def close(self) -> None:
         """Nothing to free: the models lived and died in the workers."""
 
-    def _run_worker(self, source: Source, energy: bool) -> list[ComboResult]:
+    def _run_worker(self, source: Source, combos: Sequence[str], energy: bool) -> list[ComboResult]:
         s = self.settings
         with tempfile.TemporaryDirectory(prefix="meddpm-worker-") as tmp:
             out = Path(tmp) / "result.json"
             settings = dataclasses.replace(s, energy=s.energy and energy)
             cmd = [
                 *worker_command(source.workload, source.python),
-                *("--preset", self.config.name, "--combos", ",".join(self.combos), "--device", str(self.device)),
+                *("--preset", self.config.name, "--combos", ",".join(combos), "--device", str(self.device)),
                 *("--batch-size", str(self.batch_size), *worker_arguments(settings), "--out", str(out)),
             ]
             proc = run_to_the_end(cmd, harness_root(), worker_environment(source.env), self.timeout_s)

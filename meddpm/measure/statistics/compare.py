@@ -119,6 +119,16 @@ def noise_threshold(spread: float | None, fallback: float) -> float:
     return max(THRESHOLD_FLOOR, NOISE_MULTIPLE * spread)
 
 
+def detectable_change(candidate_ms: Sequence[float], reference_ms: Sequence[float], alpha: float = 0.01) -> float:
+    """The smallest relative slowdown an A/B of these process medians can flag: the larger of its noise threshold
+    and its minimum detectable effect (inf with fewer than two processes a side), as the A/B verdict reports it."""
+    spread = pooled_spread(candidate_ms, reference_ms)
+    if spread is None or min(len(candidate_ms), len(reference_ms)) < 2:
+        return math.inf
+    mde = compare_processes(candidate_ms, reference_ms, alpha=alpha).mde
+    return max(noise_threshold(spread, fallback=math.inf), mde)
+
+
 def pooled_spread(*sides: Sequence[float]) -> float | None:
     """Between-process spread pooled over several sides (each around its own mean); None if none has two."""
     logs = [np.log(np.asarray(side, float)) for side in sides if len(side) >= 2]

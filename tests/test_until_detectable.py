@@ -1,0 +1,127 @@
+"""Processes where the noise is, and energy on both sides of an A/B.
+
+With ``--perf-until-detectable`` / ``--until-detectable``, an A/B combo stops once its A/B could flag a slowdown
+that small, from two processes a side on; the noisy combos get the rest of ``--perf-processes``. Each side's
+first process measures energy, and the A/B judges one side's joules per iteration against the other's.
+Timings and joules are planted in the workers: nothing here reads a clock.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from meddpm.errors import UserError
+from meddpm.judge.ab import ab_cases
+from meddpm.judge.baseline import Tolerances
+from meddpm.judge.verdict import judge_ab
+from meddpm.measure.campaign.inputs import detectable_target
+from meddpm.measure.campaign.protocol import Source
+from meddpm.measure.campaign.result import ComboResult
+from meddpm.measure.campaign.settings import CampaignSettings
+from meddpm.measure.processes.campaign import ProcessCampaign
+from meddpm.measure.statistics.compare import detectable_change
+from meddpm.model.config import ModelConfig
+from test_campaign_runs import block, run_of
+
+# Each process's median moves by this share a process, up and down: a quiet combo and a noisy one.
+SPREAD = {"baseline": 0.0002, "fast": 0.006}
+
+
+def campaign_of(tmp_path, processes: int, until: float | None, joules: dict[str, float] | None = None):
+    """An A/B of baseline and fast whose planted workers record which combos each process measured."""
+    tree, rev = Source("working tree (abc)", tmp_path, "abc"), Source("HEAD (def)", tmp_path, "def")
+    campaign = ProcessCampaign(
+        ModelConfig.preset("tiny"),
+        ["baseline", "fast"],
+        torch.device("cpu"),
+        batch_size=1,
+        settings=CampaignSettings(energy=True),
+        processes=processes,
+        sources=[tree, rev],
+        until_detectable=until,
+    )
+    asked: list[tuple[str, tuple[str, ...], bool]] = []
+
+    def worker(source: Source, combos: list[str], energy: bool) -> list[ComboResult]:
+        asked.append((source.label[:4], tuple(combos), energy))
+        sign = 1 if len(asked) % 3 else -1  # +, +, -, +, +, -: a spread on each side
+        results = []
+        for c in combos:
+            ms = 100.0 * (1 + sign * SPREAD[c])
+            blocks = [block(joules[source.label[:4]])] if energy and joules else []
+            results.append(run_of(c, [ms] * 3, energy_blocks=blocks))
+        return results
+
+    campaign._run_worker = worker  # type: ignore[method-assign]
+    return campaign, asked
+
+
+def test_a_quiet_combo_stops_at_two_processes_a_side_and_a_noisy_one_gets_the_rest(tmp_path):
+    campaign, asked = campaign_of(tmp_path, processes=6, until=0.01)
+    campaign.run()
+    tree, rev = campaign.sources
+    assert len(campaign.measurements(tree)["baseline"].runs) == 2 == len(campaign.measurements(rev)["baseline"].runs)
+    assert len(campaign.measurements(tree)["fast"].runs) == 6 == len(campaign.measurements(rev)["fast"].runs)
+    assert [combos for _, combos, _ in asked] == [("baseline", "fast")] * 4 + [("fast",)] * 8
+    # A B B A A B ...: each side's first process alone measures energy.
+    assert [(side, energy) for side, _, energy in asked[:4]] == [("work", True), ("HEAD", True), ("HEAD", False),
+                                                                  ("work", False)]  # fmt: skip
+    assert campaign.reached_detectable("baseline") and not campaign.reached_detectable("fast")
+
+
+def test_without_a_target_every_combo_runs_in_every_process(tmp_path):
+    campaign, asked = campaign_of(tmp_path, processes=3, until=None)
+    campaign.run()
+    assert [combos for _, combos, _ in asked] == [("baseline", "fast")] * 6
+
+
+def test_the_stopping_rule_reads_the_detectable_change_the_verdict_reports():
+    a, b = [100.0, 100.3, 99.8], [100.1, 99.9, 100.4]
+    assert detectable_change(a, b) == pytest.approx(judge_ab("x", a, b, Tolerances()).detectable)
+    assert detectable_change([100.0], b) == math.inf  # one process: no spread, nothing detectable yet
+
+
+def test_the_ab_judges_each_sides_energy_from_its_first_process(tmp_path):
+    campaign, _ = campaign_of(tmp_path, processes=2, until=None, joules={"work": 60.0, "HEAD": 50.0})
+    campaign.run()
+    cases = ab_cases(campaign)
+    energy = cases["baseline"].energy
+    assert energy is not None and energy.outcome == "regression" and energy.change == pytest.approx(0.2)
+    assert energy in cases["baseline"].verdicts and cases["baseline"].failed
+    assert "energy regression: baseline 5 J/iter, now 6 J/iter" in energy.message()
+
+
+def test_the_ab_has_no_energy_verdict_where_neither_side_measured_it(tmp_path):
+    campaign, _ = campaign_of(tmp_path, processes=2, until=None)
+    campaign.run()
+    assert all(case.energy is None for case in ab_cases(campaign).values())
+
+
+@pytest.mark.parametrize(
+    "given, ab, message",
+    [
+        (0.01, None, "--perf-until-detectable stops an A/B's combos early; give --compare-to"),
+        (1.5, "--compare-to", "must be a share between 0 and 1, e.g. 0.01 for 1 %, got 1.5"),
+        (0.0, "--compare-to", "must be a share between 0 and 1"),
+    ],
+)
+def test_a_bad_target_is_one_line(given, ab, message):
+    with pytest.raises(UserError, match=message):
+        detectable_target("--perf-until-detectable", given, ab)
+
+
+def test_a_target_needs_two_sides(tmp_path):
+    with pytest.raises(UserError, match="needs an A/B run"):
+        ProcessCampaign(
+            ModelConfig.preset("tiny"),
+            ["baseline"],
+            torch.device("cpu"),
+            batch_size=1,
+            settings=CampaignSettings(),
+            processes=3,
+            sources=[Source("working tree (abc)", tmp_path, "abc")],
+            until_detectable=0.01,
+        )
