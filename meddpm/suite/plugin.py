@@ -7,6 +7,8 @@ this project's test runs only. Tests use the ``perf_suite`` fixture and the ``pe
 
 from __future__ import annotations
 
+import contextlib
+
 import logging
 import os
 import traceback
@@ -62,7 +64,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
     def write_line(line: str) -> None:
         reporter = config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None:
+        if reporter is None:
+            return
+        # Measuring runs inside a test, where pytest captures the output and would drop the progress lines
+        # of a run that passes: they go past the capture, as pytest's own live logging does.
+        capture = config.pluginmanager.get_plugin("capturemanager")
+        with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
             reporter.write_line(line)
 
     config.stash[SUITE] = SuiteRun(options, running, write_line)
