@@ -12,6 +12,7 @@ import math
 
 import pytest
 import torch
+from test_campaign_runs import block, run_of
 
 from meddpm.errors import UserError
 from meddpm.judge.ab import ab_cases
@@ -24,7 +25,9 @@ from meddpm.measure.campaign.settings import CampaignSettings
 from meddpm.measure.processes.campaign import ProcessCampaign
 from meddpm.measure.statistics.compare import detectable_change
 from meddpm.model.config import ModelConfig
-from test_campaign_runs import block, run_of
+from meddpm.suite.cases import CaseRecord, PerfCase
+from meddpm.suite.judging import Judging, StoredBaselines
+from meddpm.suite.summary import markdown_summary
 
 # Each process's median moves by this share a process, up and down: a quiet combo and a noisy one.
 SPREAD = {"baseline": 0.0002, "fast": 0.006}
@@ -125,3 +128,21 @@ def test_a_target_needs_two_sides(tmp_path):
             sources=[Source("working tree (abc)", tmp_path, "abc")],
             until_detectable=0.01,
         )
+
+
+def test_the_summary_lists_each_sides_energy_verdict(tmp_path):
+    campaign, _ = campaign_of(tmp_path, processes=2, until=None, joules={"work": 60.0, "HEAD": 50.0})
+    campaign.run()
+    runs = campaign.measurements()["baseline"]
+    record = CaseRecord(PerfCase("h200", "tiny", "baseline", 1), runs.pooled, process_medians_ms=runs.process_medians_ms)
+    Judging(StoredBaselines(tmp_path)).judge_against_revision(record, campaign)  # no baseline file: defaults
+    payload = record.payload()
+    assert payload["energy_verdict"]["outcome"] == "regression" and payload["energy_verdict"]["baseline"] == 5.0
+    environment = {"gpu_name": "H200", "torch": "2", "cuda": "12", "cudnn": "9", "commit": "c", "date": "d"}
+    sides = campaign.sides()
+    summary = markdown_summary(
+        {"arch": "h200", "environment": environment, "cases": [payload], "ratios": {}, "expectations": [],
+         "sides": sides}
+    )  # fmt: skip
+    table = summary[summary.index("Energy verdicts (reference: side B's first process):") :]
+    assert "| tiny/baseline/b1 |                  5 |            6 |         20 |" in table, table

@@ -206,7 +206,7 @@ def report(
     }
     energy = {combo: case.energy for combo, case in cases.items() if case.energy is not None}
     if energy:
-        extras["energy_comparisons"] = {combo: _energy_dict(v) for combo, v in energy.items()}
+        extras["energy_comparisons"] = {combo: v.figures() for combo, v in energy.items()}
     for combo, case in cases.items():  # what moved besides time, and in a flagged combo what moved (docs/explain.md)
         for moved in (v for v in case.verdicts[1:] if v.outcome in ("regression", "improvement")):
             say(moved.message())
@@ -221,18 +221,6 @@ def report(
     if worse:
         say(f"worse than {rev.label}: {', '.join(worse)}")
     return 1 if worse else 0
-
-
-def _energy_dict(v: Verdict) -> dict[str, object]:
-    """An A/B energy verdict for the results file: both sides' joules per iteration, the change and resolution."""
-    return {
-        "outcome": v.outcome,
-        "reference_j_per_iter": v.baseline,
-        "candidate_j_per_iter": v.now,
-        "change": v.change,
-        "threshold": v.tolerance,
-        "resolution": v.resolution,
-    }
 
 
 def attributions(

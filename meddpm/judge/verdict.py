@@ -77,6 +77,19 @@ class Verdict:
             return None
         return self.now / self.baseline - 1
 
+    def figures(self) -> dict[str, object]:
+        """The verdict's outcome and figures, for results files (``baseline``: the stored case's, or side B's)."""
+        return {
+            "metric": self.metric,
+            "outcome": self.outcome,
+            "unit": self.unit,
+            "baseline": self.baseline,
+            "now": self.now,
+            "change": self.change,
+            "threshold": self.tolerance,
+            "resolution": self.resolution,
+        }
+
     def message(self) -> str:
         """One line naming the subject, metric, both values, the change, the p-value and the fix."""
         if self.outcome in ("violated", "holds"):

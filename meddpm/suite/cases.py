@@ -104,6 +104,7 @@ class CaseRecord:
                 for v in self.verdicts
                 if v.comparison is not None
             ],
+            energy_verdict=next((v.figures() for v in self.verdicts if v.metric == "energy"), None),
             explain=[r.as_dict() for r in self.explain],
             attribution=self.attribution.as_dict() if self.attribution else None,
         )

@@ -8,7 +8,6 @@ this project's test runs only. Tests use the ``perf_suite`` fixture and the ``pe
 from __future__ import annotations
 
 import contextlib
-
 import logging
 import os
 import traceback

@@ -151,6 +151,22 @@ def markdown_summary(results: dict[str, Any]) -> str:
             pd.DataFrame(comparisons).to_markdown(index=False),
             "",
         ]
+    energy = [
+        {
+            "case": f"{c['preset']}/{c['combo']}/b{c['batch_size']}",
+            "reference J/iter": e["baseline"],
+            "now J/iter": e["now"],
+            "change %": None if e["change"] is None else round(100 * e["change"], 1),
+            "resolution %": None if e["resolution"] is None else round(100 * e["resolution"], 1),
+            "threshold %": round(100 * e["threshold"], 1),
+            "outcome": e["outcome"],
+        }
+        for c in results["cases"]
+        if (e := c.get("energy_verdict"))
+    ]
+    if energy:
+        against = "side B's first process" if len(results.get("sides") or []) == 2 else "the stored baseline"
+        lines += [f"Energy verdicts (reference: {against}):", "", pd.DataFrame(energy).to_markdown(index=False), ""]
     if len(results.get("sides") or []) == 2:  # what each side of an A/B ran under
         lines += [f"A/B sides: {sides_line(results['sides'])}", ""]
     changed = (" regression:", " improvement:", *(f" {outcome}:" for outcome in UNDER_THRESHOLD))
