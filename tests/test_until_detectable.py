@@ -134,7 +134,8 @@ def test_the_summary_lists_each_sides_energy_verdict(tmp_path):
     campaign, _ = campaign_of(tmp_path, processes=2, until=None, joules={"work": 60.0, "HEAD": 50.0})
     campaign.run()
     runs = campaign.measurements()["baseline"]
-    record = CaseRecord(PerfCase("h200", "tiny", "baseline", 1), runs.pooled, process_medians_ms=runs.process_medians_ms)
+    case = PerfCase("h200", "tiny", "baseline", 1)
+    record = CaseRecord(case, runs.pooled, process_medians_ms=runs.process_medians_ms)
     Judging(StoredBaselines(tmp_path)).judge_against_revision(record, campaign)  # no baseline file: defaults
     payload = record.payload()
     assert payload["energy_verdict"]["outcome"] == "regression" and payload["energy_verdict"]["baseline"] == 5.0
