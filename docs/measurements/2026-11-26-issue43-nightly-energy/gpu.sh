@@ -2,8 +2,9 @@
 # On a GPU machine, from the repository root: bash docs/measurements/2026-11-26-issue43-nightly-energy/gpu.sh OUT NAME
 # The nightly workflow's suite step (.github/workflows/nightly.yml) with energy on both sides and the processes
 # spent where the noise is: today's tree against the last good run of the history that the 2026-11-26 nightly
-# measurement left (its good run, commit a2498f1, measured on another machine start the day before).
-# NAME names the logs (cold: Inductor's cache empty, as on a fresh machine; warm: a second run after it).
+# measurement left (its good run, commit a2498f1, measured on another machine start earlier that day).
+# NAME names the logs (cold1, cold2: fresh machines, Inductor's cache empty; warm: a run after cold2 on its machine).
+# PROCESSES (default 4): --perf-processes; LIMIT (default 585): seconds before `timeout` ends pytest.
 set -u
 OUT=$1
 NAME=$2
