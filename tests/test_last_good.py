@@ -79,6 +79,18 @@ def test_last_good_without_a_history_is_one_line_naming_the_fix(tmp_path):
     assert "\n" not in str(error.value)
 
 
+def test_on_a_gpu_machine_minus_m_cpu_looks_for_the_last_good_cpu_run(tmp_path, monkeypatch):
+    monkeypatch.setattr("torch.cuda.is_available", lambda: True)
+    monkeypatch.setattr("meddpm.suite.options.detect_arch", lambda device: "h200")
+    history = tmp_path / "empty.sqlite"
+    with HistoryStore.open(str(history), create=True):
+        pass
+    for markexpr, arch in (("cpu", "cpu"), ("h200", "h200"), ("", "h200")):
+        config = _Config(tmp_path, **{"--compare-to": "last-good", "--history": str(history), "markexpr": markexpr})
+        with pytest.raises(UserError, match=f"^no last good run: the history .* holds no suite run on {arch};"):
+            parse_options(config)
+
+
 def _planted(repo: Path, baseline_ms: float) -> None:
     combos = repo / "meddpm" / "run" / "combos.py"
     combos.write_text(

@@ -65,8 +65,9 @@ class _Config:
         }
         self.values.update({"--perf-results-dir": rootpath / "results", **given})
 
-    def getoption(self, name: str) -> object:
-        return self.values[name]
+    def getoption(self, name: str, default: object = None) -> object:
+        # pytest's own options (``markexpr``) are not the suite's: their default, as pytest gives it.
+        return self.values[name] if name in self.values else default
 
 
 def bench_declared() -> dict[str, argparse.Action]:

@@ -295,7 +295,7 @@ def parse_options(config: pytest.Config) -> SuiteOptions:
     ab = _ab_option(compare_to, other)
     processes = inputs.process_count("--perf-processes", opt("--perf-processes"), ab)
     until_detectable = inputs.detectable_target("--perf-until-detectable", opt("--perf-until-detectable"), ab)
-    last_good = compare_to_last_good(compare_to, history, arch or _running_arch(), "suite", processes)
+    last_good = compare_to_last_good(compare_to, history, arch or _measured_arch(config), "suite", processes)
     compare_to = last_good.commit if last_good else compare_to
     if saving and opt("--perf-energy") == "off":
         raise UserError("--save-baseline stores energy too, which --perf-energy=off skips; drop one of them")
@@ -331,8 +331,11 @@ def parse_options(config: pytest.Config) -> SuiteOptions:
     )
 
 
-def _running_arch() -> str:
-    """This machine's architecture key: its first GPU's, or ``cpu``."""
+def _measured_arch(config: pytest.Config) -> str:
+    """The architecture whose cases this run measures: ``cpu`` where ``-m cpu`` selects the CPU cases alone (a GPU
+    machine runs them too), else this machine's first GPU's, or ``cpu`` without one."""
+    if (config.getoption("markexpr", None) or "").strip() == "cpu":
+        return "cpu"
     return detect_arch(torch.device("cuda")) if torch.cuda.is_available() else "cpu"
 
 
