@@ -1,5 +1,6 @@
 """The DDP launcher and its two workers on the CPU: torchrun with the gloo backend, 2 processes, tiny preset."""
 
+import contextlib
 import math
 import os
 import subprocess
@@ -145,3 +146,41 @@ def test_a_worker_killed_by_a_cxx_exception_is_named_and_its_stderr_kept(tmp_pat
     )
     (note,) = err.value.__notes__
     assert note.startswith("torchrun exited with status 1; its stderr:\n") and "rank 0 was here" in note
+
+
+class _RecordedGroup:
+    """A stand-in for ``torch.distributed`` on rank 1 of 2 that records the collectives a worker calls, in order."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def barrier(self) -> None:
+        self.calls.append("barrier")
+
+    def all_gather_object(self, gathered: list, mine: object) -> None:
+        self.calls.append("all_gather_object")
+        gathered[:] = [mine] * len(gathered)
+
+    def destroy_process_group(self) -> None:
+        self.calls.append("destroy_process_group")
+
+    def get_backend(self) -> str:
+        return "gloo"
+
+
+def test_the_measuring_worker_leaves_the_group_only_after_every_rank_is_done(monkeypatch, tmp_path):
+    """A rank that tore its gloo connections down right after the result's all-gather, while rank 0 was still
+    busy with it, is the teardown that aborted rank 0 once under load (issue 44): a barrier must come between."""
+    from meddpm.measure.processes import ddp
+    from meddpm.run import distributed
+
+    group = _RecordedGroup()
+    step = type("Step", (), {"calls_before_replay": 0, "cuda_graphs": False, "__call__": lambda self: None})()
+    monkeypatch.setattr(ddp, "dist", group)
+    monkeypatch.setattr(distributed, "dist", group)
+    monkeypatch.setattr(ddp, "init_process_group", lambda device: (1, 2, torch.device("cpu")))
+    monkeypatch.setattr(ddp, "data_parallel_step", lambda *args, **kwargs: (step, contextlib.nullcontext))
+    monkeypatch.setattr(ddp, "time_synchronized", lambda fn, device, during=None: 1.0)
+    ddp.main(["--preset", "tiny", "--device", "cpu", "--rounds", "2", "--out", str(tmp_path / "r.json")])
+    after_gather = group.calls[group.calls.index("all_gather_object") + 1 :]
+    assert after_gather == ["barrier", "destroy_process_group"], group.calls

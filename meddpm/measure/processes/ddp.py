@@ -37,6 +37,7 @@ from meddpm.run.distributed import (
     data_parallel_step,
     init_process_group,
     launch,
+    leave_process_group,
     resolve_gradient_sync,
 )
 
@@ -191,7 +192,7 @@ def _measure(args: argparse.Namespace) -> None:
             gradient_sync=gradient_sync,
         )
         Path(args.out).write_text(json.dumps(asdict(result)))
-    dist.destroy_process_group()
+    leave_process_group()
 
 
 def main(argv: Sequence[str] | None = None) -> None:
