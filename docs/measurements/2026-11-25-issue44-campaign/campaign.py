@@ -480,6 +480,9 @@ for name, args, words in [
     ("kernel-mix on cpu", "--kernel-mix", ("kernel-mix",)),
     ("processes 0", "--processes 0", ("processes",)),
     ("processes huge", "--processes 1000000", ("processes",)),
+    ("until-detectable without an A/B", "--until-detectable 0.01", ("until-detectable", "compare-to")),
+    ("until-detectable 2", "--compare-to HEAD --until-detectable 2", ("until-detectable", "0 and 1")),
+    ("until-detectable abc", "--until-detectable abc", ("until-detectable",)),
     ("unknown option", "--itres 3", ("--itres",)),
     ("stray positional", "tiny", ("tiny",)),
     ("compare-to unknown rev", "--compare-to no-such-rev", ("compare-to", "no-such-rev")),
@@ -785,7 +788,7 @@ row(
 # ---------------------------------------------------------------- rows: the suite
 
 S = "suite"
-PYTEST_USAGE = ("energy maybe", "batch abc", "unknown option")  # values pytest's own option parser refuses
+PYTEST_USAGE = ("energy maybe", "batch abc", "unknown option", "until-detectable abc")  # values pytest's own option parser refuses
 
 
 def argparse_line(*words: str) -> Callable[[Result], str | None]:
@@ -812,6 +815,9 @@ for name, args, words, item in [
     ("benchmark-rounds 0", "--perf-benchmark-rounds=0", ("perf-benchmark-rounds",), None),
     ("processes 0", "--perf-processes=0", ("perf-processes",), None),
     ("processes huge", "--perf-processes=1000000", ("perf-processes",), 10),
+    ("until-detectable without an A/B", "--perf-until-detectable=0.01", ("perf-until-detectable", "compare-to"), None),
+    ("until-detectable 2", "--compare-to=HEAD --perf-until-detectable=2", ("perf-until-detectable", "0 and 1"), None),
+    ("until-detectable abc", "--perf-until-detectable=abc", ("perf-until-detectable",), None),
     ("warmup huge", "--perf-warmup=1000000000", ("perf-warmup",), 10),
     ("max-rounds huge", "--perf-max-rounds=1000000000", ("perf-max-rounds",), 10),
     ("combos empty", "--combos=", ("combos",), None),
