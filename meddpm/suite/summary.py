@@ -154,8 +154,8 @@ def markdown_summary(results: dict[str, Any]) -> str:
     energy = [
         {
             "case": f"{c['preset']}/{c['combo']}/b{c['batch_size']}",
-            "reference J/iter": e["baseline"],
-            "now J/iter": e["now"],
+            "reference J/iter": None if e["baseline"] is None else float(f"{e['baseline']:.4g}"),
+            "now J/iter": None if e["now"] is None else float(f"{e['now']:.4g}"),
             "change %": None if e["change"] is None else round(100 * e["change"], 1),
             "resolution %": None if e["resolution"] is None else round(100 * e["resolution"], 1),
             "threshold %": round(100 * e["threshold"], 1),

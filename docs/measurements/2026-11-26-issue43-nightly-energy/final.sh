@@ -16,4 +16,4 @@ MEDDPM_HISTORY=/tmp/history-final.sqlite timeout 560 python3 -m pytest perf_test
   --perf-results-dir="$OUT/final" --compare-to=last-good > "$OUT/final.log" 2>&1
 echo "rc $? wall $(( $(date +%s) - start )) s" >> "$OUT/final.log"
 grep -v "^  \(round\|warm-up\|energy\) " "$OUT/final.log" | tail -30 | cut -c1-260
-sed -n '/Energy verdicts/,/^$/p' "$OUT/final/summary.md"
+sed -n '/Energy verdicts/,/^A\/B sides/p' "$OUT/final/summary.md"
