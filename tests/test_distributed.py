@@ -172,12 +172,10 @@ def test_the_measuring_worker_leaves_the_group_only_after_every_rank_is_done(mon
     """A rank that tore its gloo connections down right after the result's all-gather, while rank 0 was still
     busy with it, is the teardown that aborted rank 0 once under load (issue 44): a barrier must come between."""
     from meddpm.measure.processes import ddp
-    from meddpm.run import distributed
 
     group = _RecordedGroup()
     step = type("Step", (), {"calls_before_replay": 0, "cuda_graphs": False, "__call__": lambda self: None})()
     monkeypatch.setattr(ddp, "dist", group)
-    monkeypatch.setattr(distributed, "dist", group)
     monkeypatch.setattr(ddp, "init_process_group", lambda device: (1, 2, torch.device("cpu")))
     monkeypatch.setattr(ddp, "data_parallel_step", lambda *args, **kwargs: (step, contextlib.nullcontext))
     monkeypatch.setattr(ddp, "time_synchronized", lambda fn, device, during=None: 1.0)

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
 
 from meddpm.data.phantom import phantom_batch
 from meddpm.model.config import ModelConfig
@@ -26,7 +27,6 @@ from meddpm.run.distributed import (
     data_parallel_step,
     init_process_group,
     launch,
-    leave_process_group,
     resolve_gradient_sync,
 )
 from meddpm.run.train import TrainStep
@@ -91,7 +91,8 @@ def _parity(args: argparse.Namespace) -> None:
             _flat_float64([p - b for p, b in zip(ref_params, before)]),
         )
         Path(args.out).write_text(json.dumps({"world_size": world, "params": param_err, "updates": update_err}))
-    leave_process_group()
+    dist.barrier()
+    dist.destroy_process_group()
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -132,17 +132,6 @@ def init_process_group(device: str) -> tuple[int, int, torch.device]:
     return rank, world, torch.device("cpu")
 
 
-def leave_process_group() -> None:
-    """Wait for every rank, then tear this rank's process group down.
-
-    A rank that closes its gloo connections while a peer is still busy with the last collective can make
-    the peer's transport thread throw, which ends that process with SIGABRT (once, under load, after the
-    result's all-gather: issue 44). After the barrier no rank has a message in flight to another.
-    """
-    dist.barrier()
-    dist.destroy_process_group()
-
-
 class GradientAllReduce:
     """Averages a module's gradients over the ranks after backward, in one all-reduce.
 

@@ -37,7 +37,6 @@ from meddpm.run.distributed import (
     data_parallel_step,
     init_process_group,
     launch,
-    leave_process_group,
     resolve_gradient_sync,
 )
 
@@ -192,7 +191,11 @@ def _measure(args: argparse.Namespace) -> None:
             gradient_sync=gradient_sync,
         )
         Path(args.out).write_text(json.dumps(asdict(result)))
-    leave_process_group()
+    # A rank that closes its gloo connections while a peer is still busy with the all-gather can make the peer's
+    # transport thread throw, which ends that process with SIGABRT (rank 0, once, under load: issue 44); after
+    # the barrier no rank has a message in flight to another. The parity worker leaves the same way.
+    dist.barrier()
+    dist.destroy_process_group()
 
 
 def main(argv: Sequence[str] | None = None) -> None:
