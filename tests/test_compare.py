@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from meddpm.judge.verdict import judge_processes
-from meddpm.measure.processes.campaign import Source, alternating
+from meddpm.measure.processes.campaign import Source, paired
 from meddpm.measure.statistics.compare import (
     THRESHOLD_FLOOR,
     between_process_spread,
@@ -83,8 +83,8 @@ def test_spreads_and_thresholds():
 
 def test_sources_alternate_abba():
     a, b = Source("A", None, ""), Source("B", None, "")  # type: ignore[arg-type]
-    assert [s.label for s in alternating([a, b], 3)] == ["A", "B", "B", "A", "A", "B"]
-    assert [s.label for s in alternating([a], 3)] == ["A", "A", "A"]
+    assert [s.label for i in range(3) for s in paired([a, b], i)] == ["A", "B", "B", "A", "A", "B"]
+    assert [s.label for i in range(3) for s in paired([a], i)] == ["A", "A", "A"]
 
 
 @pytest.mark.parametrize(

@@ -83,11 +83,6 @@ def paired(sources: Sequence[Source], index: int) -> list[Source]:
     return list(sources) if index % 2 == 0 else list(reversed(sources))
 
 
-def alternating(sources: Sequence[Source], processes: int) -> list[Source]:
-    """``processes`` runs of each source in the order A B B A A B ... (one source: A A A ...)."""
-    return [s for i in range(processes) for s in paired(sources, i)]
-
-
 def result_from_dict(data: dict) -> ComboResult:
     """A worker's ComboResult, read back from its JSON."""
     fields = dict(data)
@@ -161,7 +156,7 @@ class ProcessCampaign:
         processes that finished, for the caller to write as a partial run.
         """
         notify = on_progress or (lambda _: None)
-        pending, planned, done = list(self.combos), len(alternating(self.sources, self.processes)), 0
+        pending, planned, done = list(self.combos), self.processes * len(self.sources), 0
         with sigterm_as_interrupt():
             for index in range(self.processes):
                 for source in paired(self.sources, index):

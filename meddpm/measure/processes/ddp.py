@@ -192,8 +192,8 @@ def _measure(args: argparse.Namespace) -> None:
         )
         Path(args.out).write_text(json.dumps(asdict(result)))
     # A rank that closes its gloo connections while a peer is still busy with the all-gather can make the peer's
-    # transport thread throw, which ends that process with SIGABRT (rank 0, once, under load: issue 44); after
-    # the barrier no rank has a message in flight to another. The parity worker leaves the same way.
+    # transport thread throw, which ends that process with SIGABRT (docs/ddp.md); after the barrier no rank has a
+    # message in flight to another. The parity worker leaves the same way.
     dist.barrier()
     dist.destroy_process_group()
 
