@@ -29,7 +29,6 @@ from meddpm.errors import UserError
 from meddpm.history.last_good import LastGood, compare_to_last_good
 from meddpm.judge.ab import AbCase, ab_cases
 from meddpm.judge.baseline import CaseKey, Tolerances
-from meddpm.judge.drift import attribute, environment_differences
 from meddpm.judge.verdict import Verdict
 from meddpm.measure.campaign.inputs import detectable_target, process_count, revision
 from meddpm.measure.campaign.protocol import MeasuringCampaign, Progress, Source
@@ -228,12 +227,11 @@ def attributions(
 ) -> dict[str, dict[str, object]]:
     """Print, and return by combo, whether the code or the machine moved each combo (meddpm.judge.drift)."""
     now = (campaign.sides() or [{}])[0].get("environment") or {}
-    differences = environment_differences(last_good.recorded_environment, now)
     say(f"code or machine, against {last_good.describe()} (docs/history.md):")
     found = {}
     for combo, verdict in verdicts.items():
         key = str(CaseKey(campaign.config.name, combo, campaign.batch_size))
-        attribution = attribute(key, verdict, last_good.medians_ms.get(key), Tolerances().time_rel, differences)
+        attribution = last_good.attribution(key, verdict, Tolerances().time_rel, now)
         say(f"  {attribution.line()}")
         found[combo] = attribution.as_dict()
     return found

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +21,8 @@ from meddpm.history.changepoints import detect
 from meddpm.history.models import Run
 from meddpm.history.series import TREND_KINDS, case_frame, run_processes
 from meddpm.history.store import DEFAULT_DB, HistoryStore, resolve_target
+from meddpm.judge.drift import Attribution, attribute, environment_differences
+from meddpm.judge.verdict import Verdict
 
 _SHA = re.compile(r"[0-9a-f]{7,40}")
 # What --compare-to takes to mean the last good run's commit.
@@ -62,6 +65,12 @@ class LastGood:
         """Everything the run recorded of its machine and software, its columns over its environment's fields."""
         columns = ("gpu_name", "gpu_uuid", "driver", "torch", "cuda", "cudnn", "python")
         return {**self.environment, **{name: getattr(self, name) for name in columns if getattr(self, name)}}
+
+    def attribution(self, case: str, ab: Verdict, tolerance: float, environment: Mapping[str, Any]) -> Attribution:
+        """Whether the code or the machine moved ``case`` (:func:`meddpm.judge.drift.attribute`): ``ab`` is its A/B
+        verdict against this run's commit, ``environment`` the one side A recorded now, set against this run's."""
+        differences = environment_differences(self.recorded_environment, environment)
+        return attribute(case, ab, self.medians_ms.get(case), tolerance, differences)
 
     def as_dict(self) -> dict[str, Any]:
         """The run as results files keep it (its medians are in the history already)."""

@@ -25,7 +25,6 @@ from meddpm.judge.baseline import (
     load_baseline,
 )
 from meddpm.judge.counts import farthest, judge_counts
-from meddpm.judge.drift import attribute, environment_differences
 from meddpm.judge.explain import explain_counts, flagged
 from meddpm.judge.verdict import UNDER_THRESHOLD, Verdict, judge_case, judge_expectation, judge_figures, judge_samples
 from meddpm.measure.campaign.protocol import MeasuringCampaign
@@ -105,7 +104,7 @@ class Judging:
     ) -> list[Verdict]:
         """The A/B verdicts of the record's case: the working tree's process medians and counts against the
         revision's, and what moved where one flags it. Against ``last_good``'s commit, also whether the code or
-        the machine moved the case (:func:`meddpm.judge.drift.attribute`)."""
+        the machine moved the case (:meth:`~meddpm.history.last_good.LastGood.attribution`)."""
         case = record.case
         stored = self.baselines.load(case.arch)
         tolerances = stored.tolerances_for if stored else lambda key: Tolerances()
@@ -114,11 +113,7 @@ class Judging:
         if last_good is not None:
             sides = campaign.sides() if isinstance(campaign, ProcessCampaign) else []
             now = (sides or [{}])[0].get("environment") or {}
-            differences = environment_differences(last_good.recorded_environment, now)
-            key = str(case.key)
-            record.attribution = attribute(
-                key, judged.time, last_good.medians_ms.get(key), tolerances(case.key).time_rel, differences
-            )
+            record.attribution = last_good.attribution(str(case.key), judged.time, tolerances(case.key).time_rel, now)
         return _settle(record)
 
     def expectations(self, ratio: RatioCase) -> list[Expectation]:
