@@ -43,7 +43,7 @@ from meddpm.measure.campaign.settings import (
     offered,
 )
 from meddpm.measure.machine.environment import environment
-from meddpm.measure.processes.campaign import AB_PROCESSES, ProcessCampaign, sigterm_as_interrupt
+from meddpm.measure.processes.campaign import ProcessCampaign, sigterm_as_interrupt
 from meddpm.model.config import PRESETS
 from meddpm.report.power_plot import power_chart
 from meddpm.report.tables import (
@@ -102,41 +102,7 @@ def _parser() -> argparse.ArgumentParser:
         default=0,
         help="also measure DDP (torchrun) on 1..N GPUs per combo, weak scaling (NCCL; on the CPU: N gloo processes)",
     )
-    p.add_argument(
-        "--processes",
-        type=int,
-        help="measure every combo in N fresh processes (each its own CUDA context, autotuning and compilation) "
-        f"and show the spread of their medians (default: 1, or {AB_PROCESSES} a side with --compare-to; "
-        f"at most {inputs.MAX_PROCESSES})",
-    )
-    p.add_argument(
-        "--until-detectable",
-        type=float,
-        metavar="SHARE",
-        help="A/B: from 2 processes a side on, stop measuring a combo once its A/B could flag a slowdown of SHARE "
-        "(0.01: 1 %%), so the processes of --processes (now the most a side) go to the noisy combos",
-    )
-    p.add_argument(
-        "--compare-to",
-        metavar="REV",
-        help="A/B: measure git revision REV and the working tree in alternating processes; per combo the ratio, "
-        "its interval, p and the smallest change this run could see; exit 1 on a significant slowdown; "
-        "last-good: the commit of the newest good bench run of this architecture in the history (--history), "
-        "and per combo whether the code or the machine moved",
-    )
-    p.add_argument(
-        "--compare-python",
-        metavar="PATH",
-        help="A/B: run side B (the working tree, or REV with --compare-to) with this Python interpreter, e.g. "
-        "another venv's with another torch, CUDA or cuDNN; it runs this tree's harness and needs torch",
-    )
-    p.add_argument(
-        "--compare-env",
-        action="append",
-        metavar="NAME=VALUE",
-        help="A/B: run side B (the working tree, or REV with --compare-to) with this environment variable too; "
-        "repeatable",
-    )
+    bench_processes.add_arguments(p)
     p.add_argument(
         "--bisect",
         metavar="GOOD..BAD",

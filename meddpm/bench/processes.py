@@ -15,6 +15,7 @@ more environment variables; each side's interpreter and versions are printed abo
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -30,15 +31,54 @@ from meddpm.history.last_good import LastGood, compare_to_last_good
 from meddpm.judge.ab import AbCase, ab_cases
 from meddpm.judge.baseline import CaseKey, Tolerances
 from meddpm.judge.verdict import Verdict
-from meddpm.measure.campaign.inputs import detectable_target, process_count, revision
+from meddpm.measure.campaign.inputs import MAX_PROCESSES, detectable_target, process_count, revision
 from meddpm.measure.campaign.protocol import MeasuringCampaign, Progress, Source
 from meddpm.measure.campaign.settings import CampaignSettings
-from meddpm.measure.processes.campaign import ProcessCampaign
+from meddpm.measure.processes.campaign import AB_PROCESSES, ProcessCampaign
 from meddpm.measure.processes.revision import check_sides, sources
 from meddpm.measure.processes.sides import OtherSide, interpreter, parse_env, sides_line
 from meddpm.measure.statistics.compare import between_process_spread
 from meddpm.model.config import ModelConfig
 from meddpm.report.tables import explain_table, format_table
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the options :func:`plan` reads: how many processes, and what an A/B run sets against the tree."""
+    parser.add_argument(
+        "--processes",
+        type=int,
+        help="measure every combo in N fresh processes (each its own CUDA context, autotuning and compilation) "
+        f"and show the spread of their medians (default: 1, or {AB_PROCESSES} a side with --compare-to; "
+        f"at most {MAX_PROCESSES})",
+    )
+    parser.add_argument(
+        "--until-detectable",
+        type=float,
+        metavar="SHARE",
+        help="A/B: from 2 processes a side on, stop measuring a combo once its A/B could flag a slowdown of SHARE "
+        "(0.01: 1 %%), so the processes of --processes (now the most a side) go to the noisy combos",
+    )
+    parser.add_argument(
+        "--compare-to",
+        metavar="REV",
+        help="A/B: measure git revision REV and the working tree in alternating processes; per combo the ratio, "
+        "its interval, p and the smallest change this run could see; exit 1 on a significant slowdown; "
+        "last-good: the commit of the newest good bench run of this architecture in the history (--history), "
+        "and per combo whether the code or the machine moved",
+    )
+    parser.add_argument(
+        "--compare-python",
+        metavar="PATH",
+        help="A/B: run side B (the working tree, or REV with --compare-to) with this Python interpreter, e.g. "
+        "another venv's with another torch, CUDA or cuDNN; it runs this tree's harness and needs torch",
+    )
+    parser.add_argument(
+        "--compare-env",
+        action="append",
+        metavar="NAME=VALUE",
+        help="A/B: run side B (the working tree, or REV with --compare-to) with this environment variable too; "
+        "repeatable",
+    )
 
 
 @dataclass(frozen=True)
