@@ -68,6 +68,7 @@ class SuiteOptions:
     processes: int = 1  # measuring processes per case (per side in an A/B run); 1: in this process
     # An A/B combo needs no more processes once it could flag a slowdown this small (None: all of ``processes``).
     until_detectable: float | None = None
+    full_sample: bool = False  # the sampling cases time all T steps instead of estimating from a short run
     compare_to: str | None = None  # a git revision to measure against, alternating processes
     last_good: LastGood | None = None  # the history's run whose commit compare_to is (--compare-to=last-good)
     other: OtherSide = SAME  # side B's interpreter and extra environment (--compare-python, --compare-env)
@@ -148,6 +149,12 @@ def add_options(parser: pytest.Parser) -> None:
         default="on",
         help="on (default): after the rounds, each combo runs energy windows back to back until the card's "
         "temperature holds over them (seconds a combo: docs/energy.md); off: time and memory only",
+    )
+    g.addoption(
+        "--perf-full-sample",
+        action="store_true",
+        help="the sampling cases time a full reverse diffusion (all T steps) instead of estimating it from a short "
+        "run of steps until their ms/step agree (docs/suite.md)",
     )
     g.addoption(
         "--perf-benchmark-rounds",
@@ -328,6 +335,7 @@ def parse_options(config: pytest.Config) -> SuiteOptions:
         processes=processes,
         until_detectable=until_detectable,
         history=history,
+        full_sample=opt("--perf-full-sample"),
     )
 
 
