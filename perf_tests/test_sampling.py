@@ -13,9 +13,6 @@ import math
 
 import pytest
 
-from meddpm.measure.campaign.sampling import estimate_sampling, time_sampling
-from meddpm.model.config import ModelConfig
-from meddpm.run.combos import get_combo
 from meddpm.suite.cases import PerfCase
 from meddpm.suite.session import SuiteRun
 
@@ -28,9 +25,7 @@ def test_full_sample_within_budget(perf_case: PerfCase, perf_suite: SuiteRun):
             f"no sampling budget for {perf_case.combo} ({perf_case.preset}, batch {perf_case.batch_size}) "
             f"on {perf_case.arch}"
         )
-    config = ModelConfig.preset(perf_case.preset)
-    timing = time_sampling if perf_suite.options.full_sample else estimate_sampling
-    result = timing(config, get_combo(perf_case.combo), perf_suite.device(perf_case.on_gpu))
+    result = perf_suite.sample(perf_case)
     perf_suite.write_line(f"meddpm: sample {perf_case.id}: {result.describe()}")
     perf_suite.judge_sampling(perf_case, budget, result.seconds)
     took = "estimated at" if result.estimated else "took"

@@ -65,8 +65,13 @@ def test_k_narrows_what_the_session_measures(suite):
     result = run(suite, "-k", "test_training_step and opt1")
     out = result.stdout.str()
     assert "meddpm: measuring tiny b1 on cpu in 1 process: opt1;" in out, out
-    cases = json.loads((suite.path / "results" / "results.json").read_text())["cases"]
-    assert [c["combo"] for c in cases] == ["opt1"]
+    results = json.loads((suite.path / "results" / "results.json").read_text())
+    assert [c["combo"] for c in results["cases"]] == ["opt1"]
+    # Where the time went: the one line last, the split in results.json and summary.md.
+    assert "meddpm: where the time went: " in out and ", measuring " in out
+    split = results["time_split"]
+    assert split["seconds"]["measuring"] > 0 and split["wall_s"] >= sum(split["seconds"].values())
+    assert "Where the run's" in (suite.path / "results" / "summary.md").read_text()
 
 
 def test_a_selection_that_reads_no_campaign_measures_nothing(suite):

@@ -108,6 +108,17 @@ def test_the_nightly_is_an_ab_against_the_last_good_run_with_full_history():
     assert "--ncu" in _step(perf, "Nsight Compute")["run"]
 
 
+@pytest.mark.parametrize(("name", "step"), [("pr-perf.yml", "A/B"), ("nightly.yml", "Regression suite")])
+def test_the_gpu_jobs_restore_the_compile_cache_and_measure_with_it(name, step):
+    job = next(iter(_workflow(name)["jobs"].values()))
+    restore = _step(job, "actions/cache")
+    steps = [s.get("name", s.get("uses")) for s in job["steps"]]
+    assert steps.index(restore["name"]) < steps.index(_step(job, step)["name"])
+    assert restore["with"]["path"] == _step(job, step)["env"]["MEDDPM_COMPILE_CACHE"]
+    assert "hashFiles('meddpm/kernels/**', 'meddpm/model/**', 'meddpm/run/**')" in restore["with"]["key"]
+    assert restore["with"]["key"].startswith(restore["with"]["restore-keys"])
+
+
 FAKE_SUITE = """#!/usr/bin/env bash
 # A stand-in for `python -m pytest ...`: records its arguments; refuses last-good where told to.
 echo "$*" >> "$CALLS"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -42,6 +43,8 @@ from meddpm.measure.campaign.settings import (
     namespace_reader,
     offered,
 )
+from meddpm.measure.campaign.time_split import TimeSplit
+from meddpm.measure.machine.compile_cache import use_root
 from meddpm.measure.machine.environment import environment
 from meddpm.measure.processes.campaign import ProcessCampaign, sigterm_as_interrupt
 from meddpm.model.config import PRESETS
@@ -109,6 +112,12 @@ def _parser() -> argparse.ArgumentParser:
         help="find the commit that made one combo slower: measure the ends, then halve the first-parent commits "
         f"between them, each step an A/B against GOOD in alternating processes ({bisect.PROCESSES} a side unless "
         "--processes); prints the culprit with its ratio against its parent",
+    )
+    p.add_argument(
+        "--compile-cache",
+        metavar="DIR|off",
+        help="keep compiled artifacts in DIR for every process of this and later runs; off: torch's own default "
+        "(default: $MEDDPM_COMPILE_CACHE, else ~/.cache/meddpm-perf/compile)",
     )
     p.add_argument("--json", help="where to write results (default: bench-results/<time>-<preset>.json)")
     p.add_argument(
@@ -205,7 +214,9 @@ def _json_path(given: str | None, preset: str) -> Path:
 
 def run(argv: Sequence[str] | None = None) -> int:
     """Parse arguments, measure, print the table and write the JSON; returns the exit code."""
+    started = time.perf_counter()
     args = _parser().parse_args(argv)
+    use_root(args.compile_cache)
     device = resolve_device(args.device)
     on_gpu = device.type == "cuda"
     config = inputs.preset_for(args.preset, on_gpu)
@@ -287,6 +298,8 @@ def run(argv: Sequence[str] | None = None) -> int:
     elif process_plan.active:
         status = bench_processes.report(campaign, process_plan.processes, extras, process_plan.last_good)
 
+    split = TimeSplit(campaign.time_split.seconds if campaign is not None else {})
+
     def save() -> None:
         document = {
             "schema": JSON_SCHEMA,
@@ -301,6 +314,7 @@ def run(argv: Sequence[str] | None = None) -> int:
             "settings": asdict(settings),
             "results": [r.as_dict() for r in results],
             **extras,
+            "time_split": {"wall_s": time.perf_counter() - started, "seconds": split.seconds},
             **({"partial": True, "interrupted": interrupted} if interrupted else {}),
         }
         try:
@@ -322,12 +336,14 @@ def run(argv: Sequence[str] | None = None) -> int:
     try:
         if args.kernel_mix:
             stage = "--kernel-mix"
-            extras["kernel_mix"] = bench_extras.kernel_mix(campaign)
+            with split.timed("profiling"):
+                extras["kernel_mix"] = bench_extras.kernel_mix(campaign)
             save()
         campaign.close()
         if args.sample:
             stage = "--sample"
-            extras["sampling"] = bench_extras.sampling(config, combos, device)
+            with split.timed("sampling"):
+                extras["sampling"] = bench_extras.sampling(config, combos, device)
             save()
         if args.gpus:
             stage = "--gpus"
@@ -338,7 +354,9 @@ def run(argv: Sequence[str] | None = None) -> int:
         save()  # the training results and the extras that finished, marked partial
         return _interrupted(interrupted, json_path)
     if extras:
+        save()  # with the time the extras took
         say(f"results written to {json_path}, with {', '.join(extras)}")
+    say(f"where the time went: {split.line(time.perf_counter() - started)}")
     return status
 
 

@@ -11,6 +11,7 @@ session's judging, results files or saving.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Sequence
 
 import pytest
@@ -20,7 +21,10 @@ from meddpm.errors import UserError
 from meddpm.measure.campaign.interleaved import Campaign
 from meddpm.measure.campaign.protocol import MeasuringCampaign, Progress
 from meddpm.measure.campaign.result import ComboResult
+from meddpm.measure.campaign.sampling import SamplingResult, estimate_sampling, time_sampling
 from meddpm.measure.campaign.settings import CampaignSettings
+from meddpm.measure.campaign.time_split import TimeSplit
+from meddpm.measure.machine.compile_cache import activate, use_root
 from meddpm.measure.machine.timing import synchronize
 from meddpm.measure.processes.campaign import ProcessCampaign
 from meddpm.measure.processes.ddp import DdpResult
@@ -55,6 +59,14 @@ class Measuring:
         self._campaign_errors: dict[CampaignKey, UserError] = {}
         self._interrupted: set[CampaignKey] = set()  # campaigns cut short by Ctrl-C (or SIGTERM)
         self._selected: dict[CampaignKey, list[str]] | None = None  # None: every combo --combos allows
+        self.started = time.perf_counter()
+        self.time_split = TimeSplit()  # where the session's time went (meddpm.measure.campaign.time_split)
+        use_root(options.compile_cache)
+
+    @property
+    def wall_s(self) -> float:
+        """Seconds since the session's measuring was set up (pytest_configure)."""
+        return time.perf_counter() - self.started
 
     def select(self, combos: dict[CampaignKey, list[str]]) -> None:
         """Measure only ``combos`` in each campaign (meddpm.suite.selection): what the selected cases need."""
@@ -86,17 +98,22 @@ class Measuring:
         config, device = ModelConfig.preset(preset), device_for(on_gpu)
         with contextlib.ExitStack() as checkouts:
             try:
-                campaign = self._new_campaign(config, combos, device, batch_size, settings, checkouts)
+                with self.time_split.timed("start-up"):
+                    campaign = self._new_campaign(config, combos, device, batch_size, settings, checkouts)
                 # Kept before it runs, so that close() frees what a campaign that fails part-way built.
                 self._campaigns[key] = campaign
-                results = campaign.run(self._progress)
+                try:
+                    results = campaign.run(self._progress)
+                finally:
+                    self.time_split.add_all(campaign.time_split.seconds)
             except UserError as exc:  # a revision that cannot be checked out fails before any campaign exists
                 self._campaign_errors[key] = exc
                 return
             except KeyboardInterrupt:
                 self._keep_interrupted(key)
                 raise
-        self.write_line(f"meddpm: {preset} b{batch_size}: {next(iter(results.values())).stop_reason}")
+        stops = "; ".join(f"{combo} {r.stop_reason}" for combo, r in results.items())
+        self.write_line(f"meddpm: {preset} b{batch_size}: {stops}")
         if isinstance(campaign, ProcessCampaign) and len(campaign.sources) == 2:
             self.write_line(f"meddpm: A/B sides: {sides_line(campaign.sides())}")
 
@@ -236,6 +253,19 @@ class Measuring:
             }
         return table
 
+    def sample(self, case: PerfCase) -> SamplingResult:
+        """A full reverse diffusion's time of ``case``'s combo: estimated from a short run of steps, or timed whole
+        with ``--perf-full-sample``; its compile and warm-up, and its timed steps, counted in the time split."""
+        combo, device = get_combo(case.combo), device_for(case.on_gpu)
+        if combo.compile:
+            activate(None, device)
+        timing = time_sampling if self.options.full_sample else estimate_sampling
+        t0 = time.perf_counter()
+        result = timing(ModelConfig.preset(case.preset), combo, device)
+        self.time_split.add("compiling" if combo.compile else "warm-up", result.warmup_s)
+        self.time_split.add("sampling", time.perf_counter() - t0 - result.warmup_s)
+        return result
+
     # --- data-parallel runs and Nsight Compute ----------------------------------------
     def record_ddp(self, results: list[DdpResult]) -> None:
         """Keep data-parallel results for the summary, the results file and saving."""
@@ -250,7 +280,8 @@ class Measuring:
             raise self._ncu_errors[case.id]
         if case.id not in self.ncu_profiles:
             try:
-                self.ncu_profiles[case.id] = self._profile(case, settings)
+                with self.time_split.timed("profiling"):
+                    self.ncu_profiles[case.id] = self._profile(case, settings)
             except UserError as exc:
                 self._ncu_errors[case.id] = exc
                 raise

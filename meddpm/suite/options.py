@@ -69,6 +69,7 @@ class SuiteOptions:
     # An A/B combo needs no more processes once it could flag a slowdown this small (None: all of ``processes``).
     until_detectable: float | None = None
     full_sample: bool = False  # the sampling cases time all T steps instead of estimating from a short run
+    compile_cache: str | None = None  # a folder, or "off"; None: MEDDPM_COMPILE_CACHE or the user's cache folder
     compare_to: str | None = None  # a git revision to measure against, alternating processes
     last_good: LastGood | None = None  # the history's run whose commit compare_to is (--compare-to=last-good)
     other: OtherSide = SAME  # side B's interpreter and extra environment (--compare-python, --compare-env)
@@ -149,6 +150,14 @@ def add_options(parser: pytest.Parser) -> None:
         default="on",
         help="on (default): after the rounds, each combo runs energy windows back to back until the card's "
         "temperature holds over them (seconds a combo: docs/energy.md); off: time and memory only",
+    )
+    g.addoption(
+        "--perf-compile-cache",
+        default=None,
+        metavar="DIR|off",
+        help="keep compiled artifacts (Inductor, AOTAutograd, Triton) in DIR, keyed by torch, Triton, Python and GPU, "
+        "for every process of this and later runs; off: torch's own default (default: $MEDDPM_COMPILE_CACHE, else "
+        "~/.cache/meddpm-perf/compile; docs/suite.md)",
     )
     g.addoption(
         "--perf-full-sample",
@@ -336,6 +345,7 @@ def parse_options(config: pytest.Config) -> SuiteOptions:
         until_detectable=until_detectable,
         history=history,
         full_sample=opt("--perf-full-sample"),
+        compile_cache=opt("--perf-compile-cache"),
     )
 
 

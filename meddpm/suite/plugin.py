@@ -288,3 +288,4 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         tr.write_line(suite.save_message, bold=True, red=suite.save_message.startswith("baseline not saved"))
     if suite.summary_path:
         tr.write_line(f"results: {suite.summary_path.parent / 'results.json'}, summary: {suite.summary_path}")
+    tr.write_line(f"meddpm: where the time went: {measured.time_split.line(measured.wall_s)}")

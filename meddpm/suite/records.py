@@ -95,6 +95,7 @@ def results_payload(
         "ddp": [r.as_dict() for r in measured.ddp_results],
         "ncu": [p.as_dict() for p in measured.ncu_profiles.values()],
         "baseline_saved": save_message,
+        "time_split": {"wall_s": measured.wall_s, "seconds": measured.time_split.seconds},
     }
 
 

@@ -19,6 +19,7 @@ from meddpm.judge.baseline import CaseBaseline, Expectation, SamplingBudget
 from meddpm.judge.verdict import Verdict
 from meddpm.measure.campaign.interleaved import ComboResult
 from meddpm.measure.campaign.protocol import MeasuringCampaign
+from meddpm.measure.campaign.sampling import SamplingResult
 from meddpm.measure.processes.ddp import DdpResult
 from meddpm.measure.profiling.ncu import NcuProfile
 from meddpm.suite.cases import CaseRecord, PerfCase, Plan, RatioCase
@@ -54,6 +55,10 @@ class SuiteRun:
     def result(self, case: PerfCase) -> ComboResult:
         """The measurement of ``case`` (running its campaign if needed), recorded for the summary."""
         return self.measuring.result(case)
+
+    def sample(self, case: PerfCase) -> SamplingResult:
+        """A full sample's time of ``case``'s combo (meddpm.suite.measuring.Measuring.sample)."""
+        return self.measuring.sample(case)
 
     def record(self, case: PerfCase) -> CaseRecord:
         """What this session learnt about ``case`` (measured by :meth:`result`)."""

@@ -7,6 +7,7 @@ from typing import Any
 import pandas as pd
 
 from meddpm.judge.verdict import UNDER_THRESHOLD
+from meddpm.measure.campaign.time_split import TimeSplit
 from meddpm.measure.processes.sides import sides_line
 from meddpm.report.tables import SUMMARY_TABLE, explain_table, kernel_mix_table, ncu_table, results_table
 
@@ -214,4 +215,13 @@ def markdown_summary(results: dict[str, Any]) -> str:
         lines += [f"Power and SM clock per combo over its energy block: {results['power_chart']}", ""]
     if results.get("baseline_saved"):
         lines += [results["baseline_saved"], ""]
+    if results.get("time_split"):
+        split = results["time_split"]
+        table = TimeSplit(split["seconds"]).table(split["wall_s"])
+        lines += [
+            f"Where the run's {split['wall_s']:.0f} s went (docs/ci.md):",
+            "",
+            table.to_markdown(floatfmt=("", ".1f", ".1%")),
+            "",
+        ]
     return "\n".join(lines)

@@ -30,8 +30,10 @@ from meddpm.measure.campaign.flops import forward_flops, train_step_flops
 from meddpm.measure.campaign.protocol import Progress, Source
 from meddpm.measure.campaign.result import ComboResult, ComboRuns
 from meddpm.measure.campaign.settings import CampaignSettings
+from meddpm.measure.campaign.time_split import TimeSplit
 from meddpm.measure.energy.block import measure_soaked_block, probe_combo
 from meddpm.measure.energy.power_sampler import PowerSampler, poll_period
+from meddpm.measure.machine.compile_cache import CompileCache, activate, inductor_counters
 from meddpm.measure.machine.nvml import Gpu, GpuState, open_gpu
 from meddpm.measure.machine.timing import synchronize, time_once, time_synchronized
 from meddpm.measure.machine.warmup import warm_up
@@ -73,6 +75,8 @@ class Campaign:
         self.device = device
         self.batch_size = batch_size
         self.settings = settings
+        # Where compiled artifacts are kept, set by run() where a combo compiles (meddpm.measure.machine.compile_cache).
+        self.compile_cache: CompileCache | None = None
         self.steps: dict[str, TrainStep] = {}
         self.results: dict[str, ComboResult] = {}
         self._own_bytes: dict[str, int] = {}
@@ -82,6 +86,8 @@ class Campaign:
     def run(self, on_progress: Callable[[Progress], None] | None = None) -> dict[str, ComboResult]:
         """Build and warm up every combo, then time interleaved rounds; returns results by combo."""
         notify = on_progress or (lambda _: None)
+        if any(combo.compile for combo in self.combos):
+            self.compile_cache = activate(None, self.device)
         self._gpu, self._gpu_note = open_gpu(self.device)
         current = ""
         try:
@@ -116,6 +122,13 @@ class Campaign:
             raise ValueError(f"an in-process campaign measures no source of its own, not {source.label}")
         return {name: ComboRuns([result]) for name, result in self.results.items()}
 
+    @property
+    def time_split(self) -> TimeSplit:
+        """Where the combos' time went, by phase (meddpm.measure.campaign.time_split)."""
+        split = TimeSplit()
+        split.add_all(r.phase_s for r in self.results.values())
+        return split
+
     def ratio(self, combo: str, reference: str) -> Stats:
         """Statistics of the per-round time ratio combo / reference (paired by round)."""
         runs = self.measurements()
@@ -141,8 +154,12 @@ class Campaign:
             warmup_ms.append(time_once(step, self.device))
             notify(Progress("warmup", combo.name, i + 1, warmup, f"{warmup_ms[-1] / 1e3:.1f} s"))
 
+        counted = inductor_counters()
         recording_peak = warm_up(step, self.device, warmup, warm)
         graph_peak = None if recording_peak is None else recording_peak - before
+        first_s, rest_s = sum(warmup_ms[:1]) / 1e3, sum(warmup_ms[1:]) / 1e3
+        phase_s = {"start-up": setup_s, "compiling" if combo.compile else "warm-up": first_s}
+        phase_s["warm-up"] = phase_s.get("warm-up", 0.0) + rest_s
         self.steps[combo.name] = step
         # Parameters, gradients' absence and Adam state: what this combo keeps between iterations.
         self._own_bytes[combo.name] = _allocated(self.device) - before
@@ -160,7 +177,19 @@ class Campaign:
             energy_note="" if self._gpu else self._gpu_note,
             peak_allocated_bytes=graph_peak,
             sample_flops=self.config.timesteps * forward_flops(self.config),
+            phase_s=phase_s,
+            compile=self._compiled(first_s, counted) if combo.compile else {},
         )
+
+    def _compiled(self, first_s: float, counted_before: dict[str, int]) -> dict[str, object]:
+        """What compiling a combo cost: its first iteration's seconds, whether this workload was compiled in the
+        cache before ("hit", "miss", "off" without one) and Inductor's and AOTAutograd's cache hits and misses."""
+        cache = self.compile_cache
+        state = "off" if cache is None else "hit" if cache.warm else "miss"
+        if cache is not None:
+            cache.mark_compiled()
+        now = inductor_counters()
+        return {"seconds": first_s, "cache": state, **{k: v - counted_before.get(k, 0) for k, v in now.items()}}
 
     def _rounds(self, notify: Callable[[Progress], None]) -> None:
         s = self.settings
@@ -170,7 +199,9 @@ class Campaign:
         for done in range(1, s.max_rounds + 1):
             round_start = time.perf_counter()
             for name, step in timing.items():
+                t0 = time.perf_counter()
                 self._time_one(name, step)
+                self._spent(name, "measuring", t0)
             elapsed = time.perf_counter() - started
             worst = max((self.results[name] for name in timing), key=lambda r: r.stats.rel_iqr)
             detail = f"worst rel. IQR {worst.stats.rel_iqr:.1%} ({worst.combo})" if done > 1 else ""
@@ -217,14 +248,16 @@ class Campaign:
             for r in self.results.values():
                 r.energy_note = "the energy counter is unsupported on this GPU or did not advance in 1.5 s"
             return
-        probes = {
-            name: probe_combo(step, self.device, PowerSampler(gpu), self.results[name].stats.median / 1e3)
-            for name, step in self.steps.items()
-        }
+        probes = {}
+        for name, step in self.steps.items():
+            t0 = time.perf_counter()
+            probes[name] = probe_combo(step, self.device, PowerSampler(gpu), self.results[name].stats.median / 1e3)
+            self._spent(name, "waiting", t0)
         order = sorted(self.steps, key=lambda name: probes[name].power_w, reverse=True)
         detail = f"{s.energy_windows} windows to a {s.energy_error * 100:g}% counter bound, once the temperature holds"
         for done, name in enumerate(order, 1):
             notify(Progress("energy", name, done, len(order), f"{detail} (probed at {probes[name].power_w:.0f} W)"))
+            t0 = time.perf_counter()
             block = measure_soaked_block(
                 self.steps[name],
                 self.device,
@@ -237,6 +270,9 @@ class Campaign:
                 s.energy_soak,
             )
             self.results[name].energy_blocks.append(block)
+            kept_s = sum(w.gpu_s for w in block.windows)
+            self._spent(name, "waiting", t0 + kept_s)  # the leads and the windows before the temperature held
+            self.results[name].phase_s["energy"] = self.results[name].phase_s.get("energy", 0.0) + kept_s
 
     def _profile(self) -> None:
         """One more iteration of each combo under the profiler, after every timed one: its rows and counts.
@@ -245,9 +281,15 @@ class Campaign:
         :mod:`meddpm.measure.profiling.iteration`.
         """
         for name, step in self.steps.items():
-            result = self.results[name]
+            result, t0 = self.results[name], time.perf_counter()
             profiled = profile_iteration(step, self.device, result.flops_per_iter)
             result.profile_rows, result.counts = list(profiled.rows), profiled.counts
+            self._spent(name, "profiling", t0)
+
+    def _spent(self, name: str, phase: str, since: float) -> None:
+        """Add the wall time since ``since`` to ``phase`` of combo ``name``'s time split."""
+        phase_s = self.results[name].phase_s
+        phase_s[phase] = phase_s.get(phase, 0.0) + time.perf_counter() - since
 
     def _time_one(self, name: str, step: TrainStep) -> None:
         result, gpu, device = self.results[name], self._gpu, self.device

@@ -18,6 +18,7 @@ from typing import Protocol
 import torch
 
 from meddpm.measure.campaign.result import ComboResult, ComboRuns
+from meddpm.measure.campaign.time_split import TimeSplit
 from meddpm.measure.statistics.descriptive import Stats
 from meddpm.model.config import ModelConfig
 from meddpm.run.train import TrainStep
@@ -81,6 +82,11 @@ class MeasuringCampaign(Protocol):
 
     def ratio(self, combo: str, reference: str) -> Stats:
         """Per-round time ratio combo / reference of the first source, paired inside each run."""
+        ...
+
+    @property
+    def time_split(self) -> TimeSplit:
+        """Where the measuring's time went, by phase (every source; a worker's own start-up included)."""
         ...
 
     def close(self) -> None:

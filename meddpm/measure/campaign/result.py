@@ -53,6 +53,10 @@ class ComboResult:
     # operators, and the counts the gate judges (launches in all and per group, bytes allocated, FLOPs).
     profile_rows: list[ProfileRow] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
+    # Where this combo's share of the run's wall time went (meddpm.measure.campaign.time_split), and for a
+    # compiled combo what compiling cost: seconds, the compile cache's state, Inductor's cache hits and misses.
+    phase_s: dict[str, float] = field(default_factory=dict)
+    compile: dict[str, object] = field(default_factory=dict)
 
     @property
     def stats(self) -> Stats:
@@ -268,6 +272,11 @@ class ComboRuns:
     def gpu_states(self) -> list[GpuState]:
         """The card's states read during every run's rounds."""
         return [g for r in self.runs for g in r.gpu_states]
+
+    @property
+    def phase_s(self) -> list[dict[str, float]]:
+        """Each run's time split of this combo (meddpm.measure.campaign.time_split)."""
+        return [r.phase_s for r in self.runs]
 
     @property
     def run_counts(self) -> list[dict[str, int]]:

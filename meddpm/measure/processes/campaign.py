@@ -30,6 +30,7 @@ from meddpm.errors import UserError
 from meddpm.measure.campaign.protocol import Progress, Source
 from meddpm.measure.campaign.result import ComboResult, ComboRuns
 from meddpm.measure.campaign.settings import CampaignSettings, worker_arguments
+from meddpm.measure.campaign.time_split import TimeSplit
 from meddpm.measure.energy.counter import BlockEnergy
 from meddpm.measure.machine.nvml import GpuState
 from meddpm.measure.processes.sides import side_record
@@ -135,6 +136,7 @@ class ProcessCampaign:
         self._measured = {s.label: {c: ComboRuns(in_workers=True) for c in self.combos} for s in self.sources}
         self._environments: dict[str, dict] = {}  # by label: the environment its first worker reported
         self._started: set[str] = set()  # the labels of the sources whose first process has started
+        self.time_split = TimeSplit()  # where the workers' time went; a worker's own start-up included
 
     @property
     def steps(self) -> Mapping[str, TrainStep]:
@@ -164,13 +166,18 @@ class ProcessCampaign:
                     first = source.label not in self._started
                     self._started.add(source.label)
                     started = time.monotonic()
-                    for result in self._run_worker(source, pending, energy=first):
+                    results = self._run_worker(source, pending, energy=first)
+                    for result in results:
                         measured[result.combo].runs.append(result)
+                    wall_s = time.monotonic() - started
+                    self.time_split.add_all(r.phase_s for r in results)
+                    self.time_split.add("start-up", wall_s - sum(sum(r.phase_s.values()) for r in results))
                     done += 1
                     medians = ", ".join(
                         f"{c} {measured[c].runs[-1].stats.median:.4g} ms" for c in pending if measured[c].runs
                     )
-                    detail = f"{medians} ({time.monotonic() - started:.0f} s)"
+                    compiled = "".join(f"; {compile_line(r)}" for r in results if r.compile)
+                    detail = f"{medians} ({wall_s:.0f} s{compiled})"
                     notify(Progress("process", source.label, done, planned, detail))
                 pending = [c for c in pending if not self.reached_detectable(c)]
                 if not pending:
@@ -230,6 +237,12 @@ class ProcessCampaign:
                 raise UserError(f"the worker for {source.label} imported its {role} from {imported}, not {expected}")
         self._environments.setdefault(source.label, document["environment"])
         return [result_from_dict(r) for r in document["results"]]
+
+
+def compile_line(result: ComboResult) -> str:
+    """How a compiled combo's compiling went in one process: "fast compiled in 5.2 s, cache hit"."""
+    c = result.compile
+    return f"{result.combo} compiled in {c.get('seconds', 0):.1f} s, cache {c.get('cache', 'off')}"
 
 
 def run_to_the_end(cmd: list[str], cwd: Path, env: dict[str, str], timeout_s: float) -> subprocess.CompletedProcess:

@@ -1,0 +1,117 @@
+"""The compile cache's keys and bookkeeping, and where a run's time went. Nothing here compiles: Inductor keys its
+own graphs; these tests check what decides the folder and what a process reports as a hit or a miss."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from meddpm.measure.campaign.interleaved import Campaign
+from meddpm.measure.campaign.settings import CampaignSettings
+from meddpm.measure.campaign.time_split import PHASES, TimeSplit
+from meddpm.measure.machine import compile_cache
+from meddpm.measure.machine.compile_cache import CompileCache, activate, environment_key, workload_key, workload_tree
+from meddpm.model.config import ModelConfig
+from meddpm.run.combos import get_combo
+
+CPU = torch.device("cpu")
+VARIABLES = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", compile_cache.ROOT_VARIABLE)
+
+
+@pytest.fixture(autouse=True)
+def keep_environment(monkeypatch):
+    """Each test's variables are set back afterwards (monkeypatch restores what it saw)."""
+    for name in VARIABLES:
+        monkeypatch.setenv(name, os.environ.get(name, "unset"))
+        monkeypatch.delenv(name)
+
+
+@pytest.fixture
+def tree(tmp_path) -> Path:
+    """A copy of this tree's workload rooms and one harness module, to edit."""
+    for room in compile_cache.WORKLOAD_ROOMS:
+        shutil.copytree(workload_tree() / "meddpm" / room, tmp_path / "meddpm" / room)
+    (tmp_path / "meddpm" / "judge").mkdir()
+    (tmp_path / "meddpm" / "judge" / "verdict.py").write_text("THRESHOLD = 0.05\n")
+    return tmp_path
+
+
+def test_a_changed_workload_misses_and_an_unchanged_one_hits(tree, tmp_path):
+    cache = CompileCache.of(tmp_path / "cache", tree, CPU)
+    assert not cache.warm
+    cache.activate()
+    cache.mark_compiled()
+    assert CompileCache.of(tmp_path / "cache", tree, CPU).warm  # the same code again: a hit
+    (tree / "meddpm" / "judge" / "verdict.py").write_text("THRESHOLD = 0.01\n")  # the harness is not the workload
+    assert CompileCache.of(tmp_path / "cache", tree, CPU).warm
+    unet = tree / "meddpm" / "model" / "unet.py"
+    unet.write_text(unet.read_text() + "\n# a changed model\n")
+    changed = CompileCache.of(tmp_path / "cache", tree, CPU)
+    assert not changed.warm and changed.folder == cache.folder  # the same folder: Inductor reuses what agrees
+
+
+def test_the_folder_is_keyed_by_torch_and_the_device(monkeypatch, tree, tmp_path):
+    key = environment_key(CPU)
+    assert key.startswith(f"{torch.__version__}-cpu-")
+    monkeypatch.setattr(torch, "__version__", "9.9.9")
+    assert environment_key(CPU) != key
+    assert CompileCache.of(tmp_path, tree, CPU).folder.name.startswith("9.9.9-cpu-")
+
+
+def test_activating_points_inductor_and_triton_at_the_folder_and_workers_at_the_root(tree, tmp_path):
+    cache = activate(str(tmp_path / "root"), CPU, tree)
+    assert cache is not None and cache.folder.parent == (tmp_path / "root").resolve()
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(cache.folder / "inductor")
+    assert os.environ["TRITON_CACHE_DIR"] == str(cache.folder / "triton")
+    assert os.environ[compile_cache.ROOT_VARIABLE] == str(cache.folder.parent)
+    assert workload_key(tree) == cache.workload
+
+
+def test_off_leaves_torch_alone_and_tells_the_workers(tree):
+    assert activate("off", CPU, tree) is None
+    assert "TORCHINDUCTOR_CACHE_DIR" not in os.environ and os.environ[compile_cache.ROOT_VARIABLE] == "off"
+
+
+def test_the_root_comes_from_the_option_then_the_variable_then_the_users_cache(monkeypatch, tmp_path):
+    assert compile_cache.default_root().endswith(os.path.join(".cache", "meddpm-perf", "compile"))
+    compile_cache.use_root(str(tmp_path))
+    assert compile_cache.default_root() == str(tmp_path)
+    compile_cache.use_root(None)  # no option given: the variable stays
+    assert compile_cache.default_root() == str(tmp_path)
+
+
+def test_a_compiled_combo_reports_its_seconds_and_a_miss_then_a_hit(tree, tmp_path):
+    campaign = Campaign(ModelConfig.preset("tiny"), [get_combo("baseline")], CPU)
+    campaign.compile_cache = CompileCache.of(tmp_path, tree, CPU)
+    first = campaign._compiled(75.0, {})
+    assert first["seconds"] == 75.0 and first["cache"] == "miss"
+    assert campaign._compiled(5.0, {})["cache"] == "hit"
+    campaign.compile_cache = None
+    assert campaign._compiled(5.0, {})["cache"] == "off"
+
+
+def test_a_campaign_splits_its_time_into_phases():
+    settings = CampaignSettings(warmup=1, min_rounds=3, max_rounds=3, energy=False)
+    campaign = Campaign(ModelConfig.preset("tiny"), [get_combo("baseline")], CPU, settings=settings)
+    try:
+        campaign.run()
+    finally:
+        campaign.close()
+    seconds = campaign.results["baseline"].phase_s
+    assert {"start-up", "warm-up", "measuring", "profiling"} <= set(seconds) and all(s > 0 for s in seconds.values())
+    assert campaign.time_split.seconds["measuring"] == pytest.approx(seconds["measuring"])
+    assert campaign.results["baseline"].compile == {}  # an eager combo compiles nothing
+
+
+def test_a_time_split_reads_as_one_line_and_a_table():
+    split = TimeSplit({"start-up": 12.0, "compiling": 5.2, "measuring": 60.0})
+    split.add_all([{"energy": 20.0}, {"energy": 5.0}])
+    assert split.line(110.0) == "110 s wall: start-up 12 s, compiling 5 s, measuring 60 s, energy 25 s, other 8 s"
+    table = split.table(110.0)
+    assert list(table.index) == [*PHASES, "other"] and table.loc["other", "seconds"] == pytest.approx(7.8)
+    with pytest.raises(ValueError, match="unknown phase 'lunch'"):
+        split.add("lunch", 1.0)
