@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_campaign_runs import run_of
 
 from meddpm.measure.campaign.interleaved import Campaign
 from meddpm.measure.campaign.settings import CampaignSettings
@@ -92,6 +93,13 @@ def test_a_compiled_combo_reports_its_seconds_and_a_miss_then_a_hit(tree, tmp_pa
     assert campaign._compiled(5.0, {})["cache"] == "hit"
     campaign.compile_cache = None
     assert campaign._compiled(5.0, {})["cache"] == "off"
+
+
+def test_a_runs_compile_line_says_seconds_hit_or_miss_and_inductors_own_hits():
+    figures = {"seconds": 5.24, "cache": "hit", "fx_graph_hits": 14, "fx_graph_misses": 0}
+    line = run_of("fast", [1.0], compile=figures).compile_line()
+    assert line == "fast compiled in 5.2 s (compile cache hit; Inductor graphs 14 of 14 from its cache)"
+    assert run_of("opt1", [1.0]).compile_line() == ""
 
 
 def test_a_campaign_splits_its_time_into_phases():

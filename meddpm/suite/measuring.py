@@ -114,6 +114,9 @@ class Measuring:
                 raise
         stops = "; ".join(f"{combo} {r.stop_reason}" for combo, r in results.items())
         self.write_line(f"meddpm: {preset} b{batch_size}: {stops}")
+        for result in results.values():
+            if result.compile:
+                self.write_line(f"meddpm: {result.compile_line()}")
         if isinstance(campaign, ProcessCampaign) and len(campaign.sources) == 2:
             self.write_line(f"meddpm: A/B sides: {sides_line(campaign.sides())}")
 

@@ -176,7 +176,7 @@ class ProcessCampaign:
                     medians = ", ".join(
                         f"{c} {measured[c].runs[-1].stats.median:.4g} ms" for c in pending if measured[c].runs
                     )
-                    compiled = "".join(f"; {compile_line(r)}" for r in results if r.compile)
+                    compiled = "".join(f"; {r.compile_line()}" for r in results if r.compile)
                     detail = f"{medians} ({wall_s:.0f} s{compiled})"
                     notify(Progress("process", source.label, done, planned, detail))
                 pending = [c for c in pending if not self.reached_detectable(c)]
@@ -237,12 +237,6 @@ class ProcessCampaign:
                 raise UserError(f"the worker for {source.label} imported its {role} from {imported}, not {expected}")
         self._environments.setdefault(source.label, document["environment"])
         return [result_from_dict(r) for r in document["results"]]
-
-
-def compile_line(result: ComboResult) -> str:
-    """How a compiled combo's compiling went in one process: "fast compiled in 5.2 s, cache hit"."""
-    c = result.compile
-    return f"{result.combo} compiled in {c.get('seconds', 0):.1f} s, cache {c.get('cache', 'off')}"
 
 
 def run_to_the_end(cmd: list[str], cwd: Path, env: dict[str, str], timeout_s: float) -> subprocess.CompletedProcess:

@@ -1,0 +1,55 @@
+#!/bin/bash
+# On a GPU machine, from the repository root: bash docs/measurements/2026-11-27-issue51-cost/gpu.sh OUT STAGE...
+# What the suite costs from a freshly started machine, with the compile cache empty or restored (docs/ci.md).
+# Stages, run in the order given:
+#   restore  unpack .gpu-cache/compile-<arch>.tar.gz (a cache an earlier machine kept) into the cache folder
+#   suite    pytest perf_tests -m <arch>, one process
+#   one      pytest perf_tests -m <arch> -k "test_training_step and amp_bf16"
+#   pr       the pull-request check: --combos=opt1,fast --compare-to=HEAD --perf-processes=$PR_PROCESSES (5)
+#   nightly  the nightly's A/B: --perf-processes=3 --perf-until-detectable=0.01 --compare-to=HEAD
+#   keep     pack the cache folder into OUT/compile-<arch>.tar.gz for the next machine
+# Every stage's log, results and summary go into OUT/logs.tar.gz; the table last has each stage's exit status,
+# wall time, the suite's own time split and each process's compile line.
+set -u
+OUT=$1
+shift
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 MEDDPM_COMPILE_CACHE=/tmp/meddpm-compile
+arch=$(python3 -c "import torch; from meddpm.judge.arch import detect_arch; print(detect_arch(torch.device('cuda')))")
+logs=/tmp/logs
+mkdir -p "$logs"
+nvidia-smi --query-gpu=name,uuid,driver_version,power.limit,clocks.sm,clocks.max.sm,temperature.gpu --format=csv \
+  > "$logs/gpu-state.csv"
+git log -1 --format='device clone HEAD %H' >> "$logs/gpu-state.csv"
+echo "machine up $(cut -d' ' -f1 /proc/uptime) s at the first stage" >> "$logs/gpu-state.csv"
+
+suite() {  # NAME, then pytest's arguments
+  local name=$1 start
+  shift
+  start=$(date +%s.%N)
+  timeout "${LIMIT:-560}" python3 -m pytest "$@" -rfEs -p no:cacheprovider --perf-results-dir="$logs/$name" \
+    > "$logs/$name.log" 2>&1
+  echo "rc $? wall $(echo "$(date +%s.%N) - $start" | bc) s" >> "$logs/$name.log"
+}
+
+for stage in "$@"; do
+  case $stage in
+    restore) mkdir -p "$MEDDPM_COMPILE_CACHE" && tar -xzf ".gpu-cache/compile-$arch.tar.gz" -C "$MEDDPM_COMPILE_CACHE" ;;
+    suite) suite suite perf_tests -m "$arch" ;;
+    one) suite one perf_tests -m "$arch" -k "test_training_step and amp_bf16" ;;
+    pr) suite pr perf_tests/test_training.py -m "$arch" -k test_training_step --combos=opt1,fast --compare-to=HEAD \
+          --perf-processes="${PR_PROCESSES:-5}" ;;
+    nightly) suite nightly perf_tests -m "$arch" --perf-processes=3 --perf-until-detectable=0.01 --compare-to=HEAD ;;
+    keep) tar -czf "$OUT/compile-$arch.tar.gz" -C "$MEDDPM_COMPILE_CACHE" . ;;
+    *) echo "unknown stage $stage" ;;
+  esac
+done
+nvidia-smi --query-gpu=clocks.sm,temperature.gpu,clocks_event_reasons.active --format=csv >> "$logs/gpu-state.csv"
+tar -czf "$OUT/logs.tar.gz" -C "$logs" .
+ls -la "$OUT"
+cat "$logs/gpu-state.csv"
+for log in "$logs"/*.log; do
+  echo "== $(basename "$log" .log): $(tail -n 1 "$log")"
+  grep -E "passed|failed|where the time went|compiled in|first iteration|^meddpm: sample|measuring too|: .*(converged|limit|budget|processes)" \
+    "$log" | cut -c1-230 | tail -n 24
+done
