@@ -1,12 +1,12 @@
-"""A sample's time from a short run of steps: chunks timed until their ms/step agree, T x their median.
+"""A sample's time from a short run: pairs of a short and a longer call, timed until their ms per step agree;
+T x that plus what a call costs once.
 
-The sampler is a stand-in that counts the steps asked of it; the chunks' times are planted through the clock.
+The sampler is a stand-in that counts the steps asked of it; the calls' times are planted through the clock.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 
 import pytest
 import torch
@@ -16,6 +16,7 @@ from meddpm.model.config import ModelConfig
 from meddpm.run.combos import get_combo
 
 CPU = torch.device("cpu")
+SHORT, LONG = sampling.SHORT_STEPS, sampling.LONG_STEPS
 
 
 class CountingSampler:
@@ -35,45 +36,53 @@ def counting_sampler(monkeypatch):
     monkeypatch.setattr(sampling, "Sampler", CountingSampler)
 
 
-def planted(chunk_ms):
-    """A clock that runs the call and reads the next of ``chunk_ms``; the calls it timed are counted."""
-    times, calls = iter(chunk_ms), []
+def planted(ms_per_step, call_ms=8.0):
+    """A clock reading ``call_ms`` + steps x the next of ``ms_per_step`` (one value a pair); counts its calls."""
+    per_step, calls = iter(ms_per_step), []
 
     def clock(fn, device):
         fn()
-        calls.append(1)
-        return next(times)
+        steps = CountingSampler.calls[-1]
+        if steps == SHORT:
+            clock.step_ms = next(per_step)
+        calls.append(steps)
+        return call_ms + steps * clock.step_ms
 
     return clock, calls
 
 
-def test_chunks_that_agree_stop_the_short_run_and_give_t_times_their_median():
-    clock, calls = planted([50.0, 50.2, 49.9, 99.0])
-    result = sampling.estimate_sampling(ModelConfig.preset("tiny"), get_combo("baseline"), CPU, clock=clock)
-    assert len(calls) == sampling.MIN_CHUNKS and result.timed_steps == 3 * sampling.CHUNK_STEPS
-    assert CountingSampler.calls == [3, 5, 5, 5]  # the warm-up, then the chunks
-    assert result.estimated and result.steps == 250
-    assert result.ms_per_step == pytest.approx(50.0 / sampling.CHUNK_STEPS)
-    assert result.seconds == pytest.approx(250 * 10.0 / 1e3)
-    assert "2.50 s estimated from 15 timed steps in 3 chunks (10.00 ms/step)" in result.describe()
+def estimate(clock, timesteps=250):
+    config = dataclasses.replace(ModelConfig.preset("tiny"), timesteps=timesteps)
+    return sampling.estimate_sampling(config, get_combo("baseline"), CPU, clock=clock)
 
 
-def test_chunks_that_never_agree_stop_at_the_most_chunks():
-    clock, calls = planted(itertools.cycle([40.0, 60.0]))
-    result = sampling.estimate_sampling(ModelConfig.preset("tiny"), get_combo("baseline"), CPU, clock=clock)
-    assert len(calls) == sampling.MAX_CHUNKS == len(result.chunk_ms_per_step)
-    assert result.ms_per_step == pytest.approx(10.0)
+def test_pairs_that_agree_stop_the_run_and_the_calls_own_cost_is_counted_once():
+    clock, calls = planted([20.0, 20.1, 19.95, 40.0])
+    result = estimate(clock)
+    assert calls == [SHORT, LONG] * sampling.MIN_PAIRS and CountingSampler.calls[0] == 3  # the warm-up first
+    assert result.estimated and result.timed_steps == 3 * (SHORT + LONG)
+    assert result.call_ms == pytest.approx(8.0)  # a per-call cost spread over 6-step calls would read 21.3 ms/step
+    assert result.seconds == pytest.approx((8.0 + 250 * 20.0) / 1e3)
+    assert "5.01 s estimated from 21 timed steps in 3 pairs of calls (20.00 ms/step, 8.0 ms a call)" in result.describe()
+
+
+def test_pairs_that_never_agree_stop_at_the_most_pairs():
+    clock, calls = planted([18.0, 22.0] * sampling.MAX_PAIRS)
+    result = estimate(clock)
+    assert len(calls) == 2 * sampling.MAX_PAIRS and len(result.pair_ms_per_step) == sampling.MAX_PAIRS
+    assert float(sorted(result.pair_ms_per_step)[4]) == pytest.approx(18.0)
 
 
 def test_a_diffusion_no_longer_than_the_short_run_is_timed_whole():
-    config = dataclasses.replace(ModelConfig.preset("tiny"), timesteps=sampling.CHUNK_STEPS * sampling.MIN_CHUNKS)
     clock, calls = planted([1.0])
-    result = sampling.estimate_sampling(config, get_combo("baseline"), CPU, clock=clock)
-    assert calls == [] and not result.estimated and result.timed_steps == result.steps == 15
+    result = estimate(clock, timesteps=(SHORT + LONG) * sampling.MIN_PAIRS)
+    assert calls == [] and not result.estimated and result.timed_steps == result.steps == 21
     assert CountingSampler.calls == [3, None]  # the warm-up, then every step
-    assert "for 15 steps" in result.describe()
+    assert "for 21 steps" in result.describe()
 
 
-@pytest.mark.parametrize("chunks, agree", [([10.0, 10.05, 9.98], True), ([10.0, 10.2, 9.9], False)])
-def test_chunks_agree_within_a_percent_of_their_median(chunks, agree):
-    assert sampling.chunks_agree(chunks) is agree
+@pytest.mark.parametrize(
+    "pairs, agree", [([10.0, 10.05, 9.98], True), ([10.0, 10.2, 9.9], False), ([-1.0, 0.0, 1.0], False)]
+)
+def test_pairs_agree_within_a_percent_of_a_positive_median(pairs, agree):
+    assert sampling.pairs_agree(pairs) is agree

@@ -3,11 +3,12 @@
 # What the suite costs from a freshly started machine, with the compile cache empty or restored (docs/ci.md).
 # Stages, run in the order given:
 #   restore  unpack .gpu-cache/compile-<arch>.tar.gz (a cache an earlier machine kept) into the cache folder
+#   full     the sampling cases of fast and amp_bf16 timed whole (--perf-full-sample), beside their estimates
 #   suite    pytest perf_tests -m <arch>, one process
 #   one      pytest perf_tests -m <arch> -k "test_training_step and amp_bf16"
 #   pr       the pull-request check: --combos=opt1,fast --compare-to=HEAD --perf-processes=$PR_PROCESSES (5)
 #   nightly  the nightly's A/B: --perf-processes=3 --perf-until-detectable=0.01 --compare-to=HEAD
-#   keep     pack the cache folder into OUT/compile-<arch>.tar.gz for the next machine
+#   keep     pack the cache folder into OUT/compile-<arch>.tgz.part-* (15 MiB parts) for the next machine
 # Every stage's log, results and summary go into OUT/logs.tar.gz; the table last has each stage's exit status,
 # wall time, the suite's own time split and each process's compile line.
 set -u
@@ -26,10 +27,10 @@ echo "machine up $(cut -d' ' -f1 /proc/uptime) s at the first stage" >> "$logs/g
 suite() {  # NAME, then pytest's arguments
   local name=$1 start
   shift
-  start=$(date +%s.%N)
+  start=$SECONDS
   timeout "${LIMIT:-560}" python3 -m pytest "$@" -rfEs -p no:cacheprovider --perf-results-dir="$logs/$name" \
     > "$logs/$name.log" 2>&1
-  echo "rc $? wall $(echo "$(date +%s.%N) - $start" | bc) s" >> "$logs/$name.log"
+  echo "rc $? wall $((SECONDS - start)) s" >> "$logs/$name.log"
 }
 
 for stage in "$@"; do
@@ -40,7 +41,8 @@ for stage in "$@"; do
     pr) suite pr perf_tests/test_training.py -m "$arch" -k test_training_step --combos=opt1,fast --compare-to=HEAD \
           --perf-processes="${PR_PROCESSES:-5}" ;;
     nightly) suite nightly perf_tests -m "$arch" --perf-processes=3 --perf-until-detectable=0.01 --compare-to=HEAD ;;
-    keep) tar -czf "$OUT/compile-$arch.tar.gz" -C "$MEDDPM_COMPILE_CACHE" . ;;
+    full) suite full perf_tests/test_sampling.py -m "$arch" -k "fast or amp_bf16" --perf-full-sample ;;
+    keep) tar -czf - -C "$MEDDPM_COMPILE_CACHE" . | split -b 15M - "$OUT/compile-$arch.tgz.part-" ;;
     *) echo "unknown stage $stage" ;;
   esac
 done

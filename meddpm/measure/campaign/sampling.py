@@ -1,8 +1,9 @@
 """The time of a reverse diffusion under a combo: a full one (all T steps of one volume), or its estimate from a
 short adaptive run of steps, warm-up apart.
 
-Every reverse step runs the same forward pass, so a sample's time is T times a step's: a few chunks of steps,
-timed until their ms/step agree, guard a sample at the cost of those steps instead of all T.
+Every reverse step runs the same forward pass, so a sample's time is T times a step's plus what a call costs
+once: a few pairs of short and longer calls, timed until their ms per step agree, guard a sample at the cost of
+those steps instead of all T.
 """
 
 from __future__ import annotations
@@ -17,10 +18,13 @@ from meddpm.model.config import ModelConfig
 from meddpm.run.combos import Combo
 from meddpm.run.sampling import Sampler
 
-CHUNK_STEPS = 5  # steps a timed chunk of the short run
-MIN_CHUNKS, MAX_CHUNKS = 3, 12
-# The short run stops once its chunks' ms/step lie within this share of their median (max - min).
-CHUNK_AGREEMENT = 0.01
+# A pair of timed calls: one of SHORT_STEPS steps, one of LONG_STEPS. Their difference is the steps' own time,
+# free of what every call costs once (the start noise, the masks, a CUDA graph's first replay), which a full
+# sample pays once and a short run would otherwise spread over few steps.
+SHORT_STEPS, LONG_STEPS = 1, 6
+MIN_PAIRS, MAX_PAIRS = 3, 10
+# The short run stops once its pairs' ms/step lie within this share of their median (max - min).
+PAIR_AGREEMENT = 0.01
 
 
 @dataclass(frozen=True)
@@ -33,7 +37,8 @@ class SamplingResult:
     warmup_s: float
     seconds: float
     timed_steps: int = 0  # 0: all of them, as a full sample
-    chunk_ms_per_step: tuple[float, ...] = ()
+    pair_ms_per_step: tuple[float, ...] = ()  # each pair of calls' ms per step, in a short run
+    call_ms: float = 0.0  # what a call costs once, whatever its steps, in a short run
 
     @property
     def ms_per_step(self) -> float:
@@ -46,12 +51,14 @@ class SamplingResult:
 
     def describe(self) -> str:
         """One line: the seconds, how they were had, and the warm-up."""
-        how = (
-            f"estimated from {self.timed_steps} timed steps in {len(self.chunk_ms_per_step)} chunks"
-            if self.estimated
-            else f"for {self.steps} steps"
+        warmup = f"warm-up {self.warmup_s:.1f} s"
+        if not self.estimated:
+            return f"{self.seconds:.2f} s for {self.steps} steps ({self.ms_per_step:.2f} ms/step), {warmup}"
+        per_step = float(np.median(self.pair_ms_per_step))
+        return (
+            f"{self.seconds:.2f} s estimated from {self.timed_steps} timed steps in {len(self.pair_ms_per_step)} pairs "
+            f"of calls ({per_step:.2f} ms/step, {self.call_ms:.1f} ms a call), {warmup}"
         )
-        return f"{self.seconds:.2f} s {how} ({self.ms_per_step:.2f} ms/step), warm-up {self.warmup_s:.1f} s"
 
 
 def time_sampling(config: ModelConfig, combo: Combo, device: torch.device, warmup_steps: int = 3) -> SamplingResult:
@@ -65,28 +72,34 @@ def time_sampling(config: ModelConfig, combo: Combo, device: torch.device, warmu
 def estimate_sampling(
     config: ModelConfig, combo: Combo, device: torch.device, warmup_steps: int = 3, clock=time_synchronized
 ) -> SamplingResult:
-    """A full sample's seconds from chunks of :data:`CHUNK_STEPS` steps, timed after ``warmup_steps`` untimed
-    ones until :data:`MIN_CHUNKS` or more agree within :data:`CHUNK_AGREEMENT` (at most :data:`MAX_CHUNKS`).
+    """A full sample's seconds from pairs of timed calls of :data:`SHORT_STEPS` and :data:`LONG_STEPS` steps, after
+    ``warmup_steps`` untimed ones, until :data:`MIN_PAIRS` or more agree on the ms per step within
+    :data:`PAIR_AGREEMENT` (at most :data:`MAX_PAIRS`): T x the median ms per step plus the median cost of a call.
 
     A diffusion of no more steps than the short run would time is timed whole. ``clock(fn, device)`` gives a
     call's milliseconds (CUDA events on a GPU).
     """
-    if config.timesteps <= CHUNK_STEPS * MIN_CHUNKS:
+    if config.timesteps <= (SHORT_STEPS + LONG_STEPS) * MIN_PAIRS:
         return time_sampling(config, combo, device, warmup_steps)
     sampler = Sampler(config, combo, device)
     warmup_s = time_once(lambda: sampler(steps=warmup_steps), device) / 1e3
     per_step: list[float] = []
-    while len(per_step) < MAX_CHUNKS:
-        per_step.append(clock(lambda: sampler(steps=CHUNK_STEPS), device) / CHUNK_STEPS)
-        if len(per_step) >= MIN_CHUNKS and chunks_agree(per_step):
+    per_call: list[float] = []
+    while len(per_step) < MAX_PAIRS:
+        short = clock(lambda: sampler(steps=SHORT_STEPS), device)
+        long = clock(lambda: sampler(steps=LONG_STEPS), device)
+        per_step.append((long - short) / (LONG_STEPS - SHORT_STEPS))
+        per_call.append(short - SHORT_STEPS * per_step[-1])
+        if len(per_step) >= MIN_PAIRS and pairs_agree(per_step):
             break
-    ms = float(np.median(per_step))
+    step_ms, call_ms = float(np.median(per_step)), float(np.median(per_call))
     return SamplingResult(
-        combo.name, config.timesteps, warmup_s, ms * config.timesteps / 1e3, CHUNK_STEPS * len(per_step),
-        tuple(per_step),
+        combo.name, config.timesteps, warmup_s, (call_ms + step_ms * config.timesteps) / 1e3,
+        (SHORT_STEPS + LONG_STEPS) * len(per_step), tuple(per_step), call_ms,
     )  # fmt: skip
 
 
-def chunks_agree(ms_per_step: list[float]) -> bool:
-    """Whether the chunks' ms/step lie within :data:`CHUNK_AGREEMENT` of their median."""
-    return (max(ms_per_step) - min(ms_per_step)) / float(np.median(ms_per_step)) <= CHUNK_AGREEMENT
+def pairs_agree(ms_per_step: list[float]) -> bool:
+    """Whether the pairs' ms per step lie within :data:`PAIR_AGREEMENT` of their (positive) median."""
+    median = float(np.median(ms_per_step))
+    return median > 0 and (max(ms_per_step) - min(ms_per_step)) / median <= PAIR_AGREEMENT
