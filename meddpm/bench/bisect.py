@@ -23,6 +23,7 @@ import torch
 
 from meddpm.atomic import write_json_atomic
 from meddpm.errors import UserError
+from meddpm.judge.ab import explanation
 from meddpm.judge.baseline import Tolerances
 from meddpm.judge.bisection import (
     Commit,
@@ -34,7 +35,6 @@ from meddpm.judge.bisection import (
     side_of,
     slowdown_between_ends,
 )
-from meddpm.judge.explain import explain
 from meddpm.measure.campaign import inputs
 from meddpm.measure.campaign.protocol import Progress, Source
 from meddpm.measure.campaign.settings import CampaignSettings
@@ -149,7 +149,7 @@ class Walk:
         if cut is not None:
             side = decided_side(comparison, cut)
         candidate, reference = (campaign.measurements(s)[job.combo] for s in campaign.sources)
-        rows = tuple(r.as_dict() for r in explain(candidate.profile_rows, reference.profile_rows))
+        rows = tuple(r.as_dict() for r in explanation(candidate, reference))
         counts = (candidate.run_counts, reference.run_counts)
         step = Step(commit, against, comparison, side, time.monotonic() - started, extended, rows, counts)
         self.steps.append(step)

@@ -248,6 +248,7 @@ class Campaign:
             result = self.results[name]
             profiled = profile_iteration(step, self.device, result.flops_per_iter)
             result.profile_rows, result.counts = list(profiled.rows), profiled.counts
+            result.module_bytes = profiled.module_bytes
 
     def _time_one(self, name: str, step: TrainStep) -> None:
         result, gpu, device = self.results[name], self._gpu, self.device

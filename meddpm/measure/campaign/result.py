@@ -53,6 +53,7 @@ class ComboResult:
     # operators, and the counts the gate judges (launches in all and per group, bytes allocated, FLOPs).
     profile_rows: list[ProfileRow] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
+    module_bytes: dict[str, int] = field(default_factory=dict)  # per module, what its forward left allocated
 
     @property
     def stats(self) -> Stats:
@@ -194,6 +195,7 @@ class ComboResult:
         d = asdict(self)
         d.pop("gpu_states")
         d.pop("profile_rows")  # a results file keeps a flagged case's explanation, not every run's rows
+        d.pop("module_bytes")
         d.update(
             stats=self.stats.as_dict(),
             reliable=self.reliable,
@@ -268,6 +270,16 @@ class ComboRuns:
     def run_counts(self) -> list[dict[str, int]]:
         """Each run's counts of its profiled iteration, in run order (runs profiled by no harness left out)."""
         return [r.counts for r in self.runs if r.counts]
+
+    @property
+    def run_profiles(self) -> list[list[ProfileRow]]:
+        """Each run's profiled rows, in run order (runs profiled by no harness left out)."""
+        return [r.profile_rows for r in self.runs if r.profile_rows]
+
+    @property
+    def run_module_bytes(self) -> list[dict[str, int]]:
+        """Each run's bytes left allocated per module by its forward, in run order (runs without them left out)."""
+        return [r.module_bytes for r in self.runs if r.module_bytes]
 
     @property
     def profile_rows(self) -> list[ProfileRow]:
