@@ -18,6 +18,7 @@ from meddpm.suite.cases import PerfCase, RatioCase
 from meddpm.suite.session import SuiteRun
 
 
+@pytest.mark.training
 def test_training_step(perf_case: PerfCase, perf_suite: SuiteRun, request: pytest.FixtureRequest):
     result = perf_suite.result(perf_case)
     assert result.samples_ms and all(math.isfinite(s) and s > 0 for s in result.samples_ms)
@@ -53,6 +54,7 @@ def test_training_step(perf_case: PerfCase, perf_suite: SuiteRun, request: pytes
         pytest.fail("\n".join(failures), pytrace=False)
 
 
+@pytest.mark.training
 def test_relative_expectation(ratio_case: RatioCase, perf_suite: SuiteRun):
     expectations = perf_suite.expectations(ratio_case)
     if not expectations:

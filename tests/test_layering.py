@@ -168,17 +168,18 @@ def test_a_harness_import_off_the_surface_is_caught():
     assert _off_surface(planted) == ["meddpm.measure.campaign.interleaved -> meddpm.model.unet.UNet"]
 
 
-# Inside the suite: cases <- measuring, judging <- records, saving <- session <- plugin. The helpers of
+# Inside the suite: cases <- selection <- measuring, judging <- records, saving <- session <- plugin. The helpers of
 # layer 0 (options, the Markdown summary and pull-request comment) may import one another.
 SUITE_LAYERS = {
     **dict.fromkeys(("options", "summary", "pr_comment"), 0),
     "cases": 1,
-    "measuring": 2,
-    "judging": 2,
-    "records": 3,
-    "saving": 3,
-    "session": 4,
-    "plugin": 5,
+    "selection": 2,
+    "measuring": 3,
+    "judging": 3,
+    "records": 4,
+    "saving": 4,
+    "session": 5,
+    "plugin": 6,
 }
 
 

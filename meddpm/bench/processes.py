@@ -196,8 +196,9 @@ def process_medians(campaign: MeasuringCampaign) -> dict[str, dict[str, list[flo
 
 
 def ab_table(cases: dict[str, AbCase], sources: Sequence[Source]) -> pd.DataFrame:
-    """One row per combo: both medians, the ratio and its interval, p, threshold, detectable change, verdict, and
-    where both sides measured it, the energy change and its verdict."""
+    """One row per combo: both medians, the ratio and its interval, p, threshold, detectable change, verdict, each
+    side's peak memory (allocated, reserved) with its verdict, and where both sides measured it, the energy change
+    and its verdict."""
     tree, rev = sources
     rows = []
     for combo, case in cases.items():
@@ -214,6 +215,11 @@ def ab_table(cases: dict[str, AbCase], sources: Sequence[Source]) -> pd.DataFram
             "detectable": f"{v.detectable:.2%}",
             "verdict": v.outcome,
         }
+        for m in case.memory:
+            row[f"{m.metric} GiB"] = (
+                "n/a" if m.baseline is None or m.now is None else f"{m.baseline:.2f} -> {m.now:.2f}"
+            )
+            row[f"{m.metric} verdict"] = m.outcome
         if case.energy is not None:
             e = case.energy
             row["energy"] = "n/a" if e.change is None else f"{e.change:+.1%}"
@@ -243,6 +249,9 @@ def report(
         combo: {"outcome": v.outcome, "threshold": v.tolerance, **v.comparison.as_dict()}
         for combo, v in verdicts.items()
     }
+    memory = {combo: [v.figures() for v in case.memory] for combo, case in cases.items() if case.memory}
+    if memory:
+        extras["memory_comparisons"] = memory
     energy = {combo: case.energy for combo, case in cases.items() if case.energy is not None}
     if energy:
         extras["energy_comparisons"] = {combo: v.figures() for combo, v in energy.items()}

@@ -4,7 +4,8 @@ itself under another interpreter or environment.
 One loop for the suite's and ``meddpm-bench``'s ``--compare-to``, ``--compare-python`` and ``--compare-env``: every
 combo's working-tree process medians (the first source, side A) against side B's (the second), judged by
 :func:`~meddpm.judge.verdict.judge_ab` with the case's tolerances (docs/statistics.md); the energy per iteration
-of each side's first process against the other's, where they measured it; its counts against
+of each side's first process against the other's, where they measured it; each side's per-process peak memory,
+allocated and reserved, against the other's (:func:`~meddpm.judge.verdict.judge_memory_ab`); its counts against
 the revision's spread over its processes (:func:`~meddpm.judge.counts.judge_counts`); and where a verdict
 flags the case, the profiled iteration of each side's first process set against the other's
 (:func:`~meddpm.judge.explain.explain`, docs/explain.md).
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from meddpm.judge.baseline import CaseKey, Tolerances
 from meddpm.judge.counts import count_ranges, judge_counts
 from meddpm.judge.explain import ExplainRow, explain, flagged, memory_rows
-from meddpm.judge.verdict import Verdict, judge_ab, judge_energy_change
+from meddpm.judge.verdict import MEMORY_METRICS, Verdict, judge_ab, judge_energy_change, judge_memory_ab
 from meddpm.measure.campaign.protocol import MeasuringCampaign
 from meddpm.measure.campaign.result import ComboRuns
 from meddpm.measure.energy.counter import EnergyEstimate
@@ -26,17 +27,19 @@ from meddpm.measure.energy.counter import EnergyEstimate
 
 @dataclass(frozen=True)
 class AbCase:
-    """One combo's A/B: its time verdict, its counts verdicts and, where flagged, what moved (A: the working tree)."""
+    """One combo's A/B: its time, peak memory, energy and counts verdicts and, where flagged, what moved (A: the
+    working tree)."""
 
     time: Verdict
     counts: tuple[Verdict, ...]
     explain: tuple[ExplainRow, ...] = ()
     energy: Verdict | None = None  # None where neither side measured energy
+    memory: tuple[Verdict, ...] = ()  # peak allocated, then reserved; none where neither side could read a peak
 
     @property
     def verdicts(self) -> list[Verdict]:
-        """The time verdict, the energy verdict where there is one, then the counts'."""
-        return [self.time, *([self.energy] if self.energy else []), *self.counts]
+        """The time verdict, the memory verdicts, the energy verdict where there is one, then the counts'."""
+        return [self.time, *self.memory, *([self.energy] if self.energy else []), *self.counts]
 
     @property
     def failed(self) -> bool:
@@ -63,10 +66,15 @@ def ab_cases(
         energy = None
         if runs.energy_blocks or reference.energy_blocks:  # each side's first process measured it
             energy = judge_energy_change(subject, _pooled_energy(runs), _pooled_energy(reference), tol.energy_rel)
+        memory = tuple(
+            judge_memory_ab(subject, metric, runs.process_peaks(kind), reference.process_peaks(kind), tol)
+            for metric, kind in MEMORY_METRICS.items()
+            if runs.process_peaks(kind) or reference.process_peaks(kind)
+        )
         counts = tuple(judge_counts(subject, runs.run_counts, count_ranges(reference.run_counts)))
-        moved = flagged([time, *counts]) and runs.profile_rows and reference.profile_rows
+        moved = flagged([time, *memory, *counts]) and runs.profile_rows and reference.profile_rows
         rows = tuple(explanation(runs, reference)) if moved else ()
-        cases[combo] = AbCase(time, counts, rows, energy)
+        cases[combo] = AbCase(time, counts, rows, energy, memory)
     return cases
 
 

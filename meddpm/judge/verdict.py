@@ -29,13 +29,21 @@ from scipy.stats import mannwhitneyu
 
 from meddpm.judge.baseline import CaseBaseline, Expectation, Tolerances
 from meddpm.measure.energy.counter import EnergyEstimate, resolution
-from meddpm.measure.statistics.compare import Comparison, compare_processes, noise_threshold, pooled_spread
+from meddpm.measure.statistics.compare import (
+    NOISE_MULTIPLE,
+    Comparison,
+    compare_processes,
+    noise_threshold,
+    pooled_spread,
+)
 
 SAVE_HINT = "if the change is intended, re-run with --save-baseline"
 # A process-level change that is significant but not beyond the threshold: reported, never failed.
 SLOWER_UNDER_THRESHOLD = "slower under threshold"
 FASTER_UNDER_THRESHOLD = "faster under threshold"
 UNDER_THRESHOLD = (SLOWER_UNDER_THRESHOLD, FASTER_UNDER_THRESHOLD)
+# The memory verdicts' metrics, each with the peak it judges (ComboResult.peak_<kind>_bytes).
+MEMORY_METRICS = {"peak memory": "allocated", "peak reserved": "reserved"}
 
 
 @dataclass(frozen=True)
@@ -212,6 +220,42 @@ def judge_ab(subject: str, candidate_ms: Sequence[float], reference_ms: Sequence
     comparison = compare_processes(candidate_ms, reference_ms, alpha=tol.alpha)
     threshold = noise_threshold(pooled_spread(candidate_ms, reference_ms), fallback=tol.time_rel)
     return judge_processes(subject, "time", comparison, threshold, tol.alpha)
+
+
+def judge_memory_ab(
+    subject: str, metric: str, candidate_bytes: Sequence[int], reference_bytes: Sequence[int], tol: Tolerances
+) -> Verdict:
+    """An A/B verdict on one side's per-process peak memory against the other's, by the time verdict's rules.
+
+    The threshold is the case's memory tolerance or the multiple of the peaks' own between-process spread that a
+    time change must clear, whichever is larger; with two processes a side the growth must also be significant
+    (Welch's test on the process peaks; identical peaks a side make any difference exact). With one process on
+    either side there is no spread to test against, and peaks, unlike times, repeat from process to process, so
+    the tolerance alone decides, as it does against a stored baseline.
+    """
+    gib = 2**30
+    if not candidate_bytes or not reference_bytes:
+        return Verdict(subject, metric, "not measured", _gib(reference_bytes), _gib(candidate_bytes), "GiB")
+    spread = pooled_spread(candidate_bytes, reference_bytes)
+    threshold = tol.memory_rel if spread is None else max(tol.memory_rel, NOISE_MULTIPLE * spread)
+    now, base = float(np.median(candidate_bytes)) / gib, float(np.median(reference_bytes)) / gib
+    change = now / base - 1 if base > 0 else 0.0
+    p = None
+    if min(len(candidate_bytes), len(reference_bytes)) >= 2:
+        c = compare_processes(candidate_bytes, reference_bytes, alpha=tol.alpha)
+        p = c.p_slower if change >= 0 else 1 - c.p_slower
+    significant = p is None or p < tol.alpha
+    if change > threshold and significant:
+        outcome = "regression"
+    elif change < -threshold and significant:
+        outcome = "improvement"
+    else:
+        outcome = "unchanged"
+    return Verdict(subject, metric, outcome, base, now, "GiB", threshold, p)
+
+
+def _gib(peaks: Sequence[int]) -> float | None:
+    return float(np.median(peaks)) / 2**30 if len(peaks) else None
 
 
 def _median(samples: Sequence[float]) -> float | None:

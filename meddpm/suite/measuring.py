@@ -32,8 +32,7 @@ from meddpm.model.config import ModelConfig
 from meddpm.run.combos import get_combo
 from meddpm.suite.cases import CPU, CaseRecord, PerfCase
 from meddpm.suite.options import SuiteOptions
-
-CampaignKey = tuple[str, str, int]  # ("cuda" or "cpu", preset, batch size)
+from meddpm.suite.selection import CampaignKey, campaign_key
 
 
 def device_for(on_gpu: bool) -> torch.device:
@@ -55,6 +54,11 @@ class Measuring:
         self._campaigns: dict[CampaignKey, MeasuringCampaign] = {}
         self._campaign_errors: dict[CampaignKey, UserError] = {}
         self._interrupted: set[CampaignKey] = set()  # campaigns cut short by Ctrl-C (or SIGTERM)
+        self._selected: dict[CampaignKey, list[str]] | None = None  # None: every combo --combos allows
+
+    def select(self, combos: dict[CampaignKey, list[str]]) -> None:
+        """Measure only ``combos`` in each campaign (meddpm.suite.selection): what the selected cases need."""
+        self._selected = combos
 
     @property
     def anything(self) -> bool:
@@ -64,7 +68,7 @@ class Measuring:
     # --- single-GPU (or CPU) campaigns ------------------------------------------------
     def campaign(self, on_gpu: bool, preset: str, batch_size: int) -> MeasuringCampaign:
         """The interleaved measurement of every selected combo of ``preset``, run on first use."""
-        key = ("cuda" if on_gpu else CPU, preset, batch_size)
+        key = campaign_key(on_gpu, preset, batch_size)
         if key not in self._campaigns and key not in self._campaign_errors:
             self._run_campaign(on_gpu, preset, batch_size, key)
         if key in self._campaign_errors:
@@ -75,6 +79,8 @@ class Measuring:
     def _run_campaign(self, on_gpu: bool, preset: str, batch_size: int, key: CampaignKey) -> None:
         """Run the campaign of ``key`` into ``_campaigns``, or its one-line error into ``_campaign_errors``."""
         combos = self.options.combos_for(on_gpu)
+        if self._selected is not None and self._selected.get(key):
+            combos = tuple(self._selected[key])
         settings = self.options.campaign_settings(on_gpu)
         self._announce(on_gpu, preset, batch_size, combos, settings)
         config, device = ModelConfig.preset(preset), device_for(on_gpu)
@@ -135,7 +141,8 @@ class Measuring:
     ) -> None:
         o = self.options
         against = o.other.label((o.last_good.describe() if o.last_good else o.compare_to) or "this tree")
-        processes = f" in {o.processes} processes" + (f" each, alternating with {against}" if o.ab else "")
+        plural = "es" if o.processes != 1 else ""
+        processes = f" in {o.processes} process{plural}" + (f" each, alternating with {against}" if o.ab else "")
         if o.until_detectable is not None:
             processes += f" (at most; a combo stops once a {o.until_detectable:.1%} slowdown is detectable)"
         self.write_line(

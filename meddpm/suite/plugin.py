@@ -23,6 +23,7 @@ from meddpm.report.tables import TERMINAL_TABLE, ddp_table, explain_table, resul
 from meddpm.suite.cases import CPU, PerfCase, RatioCase
 from meddpm.suite.options import add_options, inapplicable_options, parse_options
 from meddpm.suite.records import append_history, ncu_tables
+from meddpm.suite.selection import selected_combos
 from meddpm.suite.session import SuiteRun
 
 SUITE = pytest.StashKey[SuiteRun]()
@@ -35,6 +36,7 @@ MARKERS = {
     "nightly": "part of the nightly GPU run only",
     "ncu": "Nsight Compute counters (needs ncu on PATH)",
     "multigpu": "data-parallel (DDP) cases; need 2 or more GPUs",
+    "training": "reads its case's training iterations from the session's interleaved campaign",
     **{arch: f"cases for the {arch.upper()} baselines" for arch in KNOWN_ARCHS},
 }
 
@@ -144,6 +146,11 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     except UserError as exc:
         raise pytest.UsageError(str(exc)) from None
     cases = [case for item in will_run if (case := _case_of(item)) is not None]
+    training = [case for item in will_run if item.get_closest_marker("training") and (case := _case_of(item))]
+    selection, notes = selected_combos(training, suite.options.combos_for, lambda r: bool(suite.expectations(r)))
+    suite.measuring.select(selection)
+    for line in notes:
+        suite.write_line(f"meddpm: {line}")
     ncu_cases = [item for item in will_run if item.get_closest_marker("ncu")]
     for line in inapplicable_options(suite.options, sum(c.arch != CPU for c in cases), len(ncu_cases)):
         suite.write_line(f"meddpm: warning: {line}")

@@ -167,6 +167,22 @@ def markdown_summary(results: dict[str, Any]) -> str:
     if energy:
         against = "side B's first process" if len(results.get("sides") or []) == 2 else "the stored baseline"
         lines += [f"Energy verdicts (reference: {against}):", "", pd.DataFrame(energy).to_markdown(index=False), ""]
+    memory = [
+        {
+            "case": f"{c['preset']}/{c['combo']}/b{c['batch_size']}",
+            "metric": m["metric"],
+            "reference GiB": None if m["baseline"] is None else round(m["baseline"], 3),
+            "now GiB": None if m["now"] is None else round(m["now"], 3),
+            "change %": None if m["change"] is None else round(100 * m["change"], 1),
+            "threshold %": None if m["threshold"] is None else round(100 * m["threshold"], 1),
+            "outcome": m["outcome"],
+        }
+        for c in results["cases"]
+        for m in c.get("memory_verdicts", [])
+    ]
+    if memory:
+        against = "side B's processes" if len(results.get("sides") or []) == 2 else "the stored baseline"
+        lines += [f"Memory verdicts (reference: {against}):", "", pd.DataFrame(memory).to_markdown(index=False), ""]
     if len(results.get("sides") or []) == 2:  # what each side of an A/B ran under
         lines += [f"A/B sides: {sides_line(results['sides'])}", ""]
     changed = (" regression:", " improvement:", *(f" {outcome}:" for outcome in UNDER_THRESHOLD))

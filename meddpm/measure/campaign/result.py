@@ -249,12 +249,17 @@ class ComboRuns:
     @property
     def peak_allocated_bytes(self) -> int | None:
         """The largest peak allocation of any run (None where no run knows its own)."""
-        return max((r.peak_allocated_bytes for r in self.runs if r.peak_allocated_bytes is not None), default=None)
+        return max(self.process_peaks("allocated"), default=None)
 
     @property
     def peak_reserved_bytes(self) -> int | None:
         """The largest peak the allocator reserved in any run (None where no run knows it)."""
-        return max((r.peak_reserved_bytes for r in self.runs if r.peak_reserved_bytes is not None), default=None)
+        return max(self.process_peaks("reserved"), default=None)
+
+    def process_peaks(self, kind: str) -> list[int]:
+        """Each run's peak memory, ``"allocated"`` or ``"reserved"``, in run order (runs that read none left out)."""
+        peaks = (getattr(r, f"peak_{kind}_bytes") for r in self.runs)
+        return [p for p in peaks if p is not None]
 
     @property
     def energy_blocks(self) -> list[BlockEnergy]:
