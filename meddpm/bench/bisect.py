@@ -43,7 +43,7 @@ from meddpm.measure.processes.campaign import ProcessCampaign
 from meddpm.measure.processes.revision import checkout_root, resolve_revision, revision
 from meddpm.measure.statistics.compare import Comparison, compare_processes
 from meddpm.model.config import ModelConfig
-from meddpm.report.tables import explain_table
+from meddpm.report.explanation import explanation_lines
 
 SCHEMA = "meddpm-bisect/1"
 PROCESSES = 3  # a side per step unless --processes says otherwise
@@ -209,7 +209,8 @@ def run_bisect(job: Bisection, range_text: str, json_path: Path, say: Callable[[
     )
     if own.explain:
         say(f"what moved from {parent.sha[:9]} to {culprit.sha[:9]} in {job.combo} (A: the culprit, B: its parent):")
-        say(explain_table(own.explain).to_string(index=False))
+        for line in explanation_lines(own.explain, markdown=False):
+            say(line)
     _write(json_path, job, env, good, bad, cut, walk.steps, partial=False)
     say(f"results written to {json_path}")
     return 0

@@ -131,7 +131,10 @@ def memory_rows(bytes_a: Sequence[Mapping[str, int]], bytes_b: Sequence[Mapping[
 def explain_counts(now: Mapping[str, int], stored: Mapping[str, CountRange]) -> list[ExplainRow]:
     """Counts against a stored spread (a baseline keeps no rows): changed ones first, then by how far."""
     rows = [
-        ExplainRow("count", key, _count_category(key), now[key], spread.nearest(now[key]), None, None, key)
+        ExplainRow(
+            "count", key, _count_category(key), now[key], spread.nearest(now[key]), None, None, key,
+            shown=now[key] != spread.nearest(now[key]),
+        )  # fmt: skip
         for key, spread in stored.items()
         if key in now
     ]
