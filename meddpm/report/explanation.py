@@ -13,6 +13,8 @@ from typing import Any
 
 import pandas as pd
 
+from meddpm.measure.profiling.names import short_name
+
 EXPLAIN_TOP_ROWS = 8  # the rows of a flagged case that summary.md, the terminal and the bench show
 _MIB = 2**20
 
@@ -83,7 +85,7 @@ def explain_table(rows: Sequence[Mapping[str, Any]], n: int = EXPLAIN_TOP_ROWS) 
     return pd.DataFrame(
         [
             {
-                "row": _cut(r.get("label") or r["name"], 48),
+                "row": _cut(r.get("label") or (short_name(r["name"]) if r["level"] == "name" else r["name"]), 48),
                 "where": _cut(" -> ".join(p for p in (r.get("module", ""), r.get("op", "")) if p), 72),
                 "change": r["change"],
                 "calls A": r["count_a"],
