@@ -178,9 +178,11 @@ def test_the_campaign_profiles_each_combo_once_after_its_rounds(micro, monkeypat
 
 
 def test_a_workers_rows_and_counts_survive_its_json():
-    sent = result("opt1", [CONV, ADD])
+    placed = replace(CONV, module="denoiser.out.1 (Conv3d)", op="aten::conv3d", label="convolution float32")
+    sent = replace(result("opt1", [placed, ADD]), module_bytes={"denoiser.out.1 (Conv3d)": 4096})
     received = result_from_dict(json.loads(json.dumps(asdict(sent))))
-    assert received.profile_rows == [CONV, ADD] and received.counts == sent.counts
+    assert received.profile_rows == [placed, ADD] and received.counts == sent.counts
+    assert received.module_bytes == {"denoiser.out.1 (Conv3d)": 4096}
 
 
 # --- the A/B loop ---------------------------------------------------------------------------------
