@@ -60,9 +60,8 @@ def test_a_planted_operator_is_the_first_row_and_appeared():
     assert first_group.name == "other"  # the group whose calls changed first
     vanished = [r for r in explain([ROWS], [[CONV, ADD, PLANTED]]) if r.level == "name"][0]
     assert vanished.change == "vanished"
-    assert {"level", "name", "category", "count_a", "count_b", "ms_a", "ms_b", "change", "module", "op", "label"} <= set(
-        vanished.as_dict()
-    )
+    fields = {"level", "name", "category", "count_a", "count_b", "ms_a", "ms_b", "change", "module", "op", "label"}
+    assert fields <= set(vanished.as_dict())
 
 
 def test_rows_with_the_same_calls_sort_by_the_time_they_moved():
@@ -278,8 +277,10 @@ def test_the_explanation_table_shows_only_the_rows_that_moved_and_their_share():
     rows = [r.as_dict() for r in explain([[CONV, ADD, PLANTED]], [ROWS])]
     table = explain_table(rows, n=2)
     assert list(table["row"]) == ["aten::special_erf"]  # rows without a label: their name; the unmoved left out
-    assert share_line(rows) == "1 of 3 rows moved beyond their processes' variation; they hold +0.20 ms of the " \
+    assert (
+        share_line(rows) == "1 of 3 rows moved beyond their processes' variation; they hold +0.20 ms of the "
         "iteration's +0.20 ms (100%)"
+    )
     assert list(table.columns) == ["row", "where", "change", "calls A", "calls B", "ms A", "ms B"]
 
 

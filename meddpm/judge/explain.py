@@ -132,7 +132,14 @@ def explain_counts(now: Mapping[str, int], stored: Mapping[str, CountRange]) -> 
     """Counts against a stored spread (a baseline keeps no rows): changed ones first, then by how far."""
     rows = [
         ExplainRow(
-            "count", key, _count_category(key), now[key], spread.nearest(now[key]), None, None, key,
+            "count",
+            key,
+            _count_category(key),
+            now[key],
+            spread.nearest(now[key]),
+            None,
+            None,
+            key,
             shown=now[key] != spread.nearest(now[key]),
         )  # fmt: skip
         for key, spread in stored.items()
