@@ -22,7 +22,7 @@ from meddpm.measure.campaign.result import ComboResult
 from meddpm.measure.processes.campaign import ProcessCampaign, result_from_dict
 from meddpm.measure.profiling.iteration import ProfileRow, iteration_counts
 from meddpm.model.config import ModelConfig
-from meddpm.report.tables import explain_table
+from meddpm.report.explanation import explain_table, share_line
 from meddpm.run.combos import COMBOS
 from meddpm.suite.cases import CaseRecord, PerfCase
 from meddpm.suite.records import results_payload
@@ -49,21 +49,24 @@ def result(combo: str, rows: list[ProfileRow], samples_ms: list[float] | None = 
 
 # --- the explanation ------------------------------------------------------------------------
 def test_a_planted_operator_is_the_first_row_and_appeared():
-    rows = explain([CONV, ADD, PLANTED], ROWS)
+    rows = explain([[CONV, ADD, PLANTED]], [ROWS])
     by_name = [r for r in rows if r.level == "name"]
     assert by_name[0].name == "aten::special_erf" and by_name[0].change == "appeared"
     assert (by_name[0].count_a, by_name[0].count_b, by_name[0].ms_a, by_name[0].ms_b) == (3, 0, 0.2, 0.0)
     groups = {r.name: r for r in rows if r.level == "category"}
     assert groups["other"].count_a == 3 and groups["other"].count_b == 0 and "gemm" not in groups  # none ran
-    assert rows[0].level == "category" and rows[0].name == "other"  # the group whose calls changed first
-    vanished = [r for r in explain(ROWS, [CONV, ADD, PLANTED]) if r.level == "name"][0]
+    assert rows[0].level == "module" and rows[0].name == "outside modules"  # rows without a scope: one roll-up
+    first_group = next(r for r in rows if r.level == "category")
+    assert first_group.name == "other"  # the group whose calls changed first
+    vanished = [r for r in explain([ROWS], [[CONV, ADD, PLANTED]]) if r.level == "name"][0]
     assert vanished.change == "vanished"
-    assert set(vanished.as_dict()) == {"level", "name", "category", "count_a", "count_b", "ms_a", "ms_b", "change"}
+    fields = {"level", "name", "category", "count_a", "count_b", "ms_a", "ms_b", "change", "module", "op", "label"}
+    assert fields <= set(vanished.as_dict())
 
 
 def test_rows_with_the_same_calls_sort_by_the_time_they_moved():
     slower_add = replace(ADD, ms=3.0)
-    by_name = [r for r in explain([CONV, slower_add], ROWS) if r.level == "name"]
+    by_name = [r for r in explain([[CONV, slower_add]], [ROWS]) if r.level == "name"]
     assert [r.name for r in by_name] == ["aten::add_", "aten::convolution"] and by_name[0].change == "time"
 
 
@@ -174,9 +177,11 @@ def test_the_campaign_profiles_each_combo_once_after_its_rounds(micro, monkeypat
 
 
 def test_a_workers_rows_and_counts_survive_its_json():
-    sent = result("opt1", [CONV, ADD])
+    placed = replace(CONV, module="denoiser.out.1 (Conv3d)", op="aten::conv3d", label="convolution float32")
+    sent = replace(result("opt1", [placed, ADD]), module_bytes={"denoiser.out.1 (Conv3d)": 4096})
     received = result_from_dict(json.loads(json.dumps(asdict(sent))))
-    assert received.profile_rows == [CONV, ADD] and received.counts == sent.counts
+    assert received.profile_rows == [placed, ADD] and received.counts == sent.counts
+    assert received.module_bytes == {"denoiser.out.1 (Conv3d)": 4096}
 
 
 # --- the A/B loop ---------------------------------------------------------------------------------
@@ -248,7 +253,8 @@ def test_the_stored_spread_gates_a_planted_count_change_and_the_summary_shows_it
     assert {r["name"] for r in case["explain"][:2]} == {"launches", "launches.other"}
     assert {"name", "category", "count_a", "count_b", "ms_a", "ms_b"} <= set(case["explain"][0])
     summary = markdown_summary(payload)
-    assert "What moved in cpu tiny/opt1/b1" in summary and "| launches.other " in summary
+    assert "**tiny/opt1/b1: counts moved: launches 30 -> 33**" in summary and "| launches.other " in summary
+    assert "launches.communication" not in summary  # a count that did not move is not shown
     assert "- tiny/opt1/b1 other launches regression: baseline 0 launches, now 3 launches" in summary
 
 
@@ -267,11 +273,15 @@ def test_a_case_too_noisy_to_time_is_still_gated_on_its_counts(tmp_path, suite_o
     assert any(v.failed for v in run.judge_counts(record.case)) and record.outcome == "regression"
 
 
-def test_the_explanation_table_shows_the_rows_by_name_most_moved_first():
-    rows = [r.as_dict() for r in explain([CONV, ADD, PLANTED], ROWS)]
+def test_the_explanation_table_shows_only_the_rows_that_moved_and_their_share():
+    rows = [r.as_dict() for r in explain([[CONV, ADD, PLANTED]], [ROWS])]
     table = explain_table(rows, n=2)
-    assert list(table["name"]) == ["aten::special_erf", "aten::convolution"]
-    assert list(table.columns) == ["name", "category", "change", "calls A", "calls B", "ms A", "ms B"]
+    assert list(table["row"]) == ["aten::special_erf"]  # rows without a label: their name; the unmoved left out
+    assert (
+        share_line(rows) == "1 of 3 rows moved beyond their processes' variation; they hold +0.20 ms of the "
+        "iteration's +0.20 ms (100%)"
+    )
+    assert list(table.columns) == ["row", "where", "change", "calls A", "calls B", "ms A", "ms B"]
 
 
 def test_bytes_allocated_may_move_within_the_slack_between_machine_starts_and_no_further():

@@ -117,8 +117,9 @@ def test_a_flagged_case_shows_what_moved_and_a_counts_failure(tmp_path, capsys):
     (results / "results.json").write_text(json.dumps(document))
     text = _comment(results, capsys)
     assert text.splitlines()[1] == "## meddpm-perf A/B on h100: 1 case slower, 1 case failed on counts"
-    assert "What moved in h100 paper/fast/b1" in text
-    assert "| triton_poi_fused_add_0 | elementwise | appeared" in text
+    assert "- **paper/fast/b1: time +3.00 % [" in text  # the flagged case's one line, under the sides
+    assert text.count("**paper/fast/b1: time") == 2  # and again where its rows are
+    assert "| triton_poi_fused_add | " in text and "| appeared " in text  # its short name, not its numbering
     assert "- paper/opt1/b1 working tree vs base launches regression: 812 outside 790-800" in text
 
 

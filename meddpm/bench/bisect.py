@@ -23,6 +23,7 @@ import torch
 
 from meddpm.atomic import write_json_atomic
 from meddpm.errors import UserError
+from meddpm.judge.ab import explanation
 from meddpm.judge.baseline import Tolerances
 from meddpm.judge.bisection import (
     Commit,
@@ -34,7 +35,6 @@ from meddpm.judge.bisection import (
     side_of,
     slowdown_between_ends,
 )
-from meddpm.judge.explain import explain
 from meddpm.measure.campaign import inputs
 from meddpm.measure.campaign.protocol import Progress, Source
 from meddpm.measure.campaign.settings import CampaignSettings
@@ -43,7 +43,7 @@ from meddpm.measure.processes.campaign import ProcessCampaign
 from meddpm.measure.processes.revision import checkout_root, resolve_revision, revision
 from meddpm.measure.statistics.compare import Comparison, compare_processes
 from meddpm.model.config import ModelConfig
-from meddpm.report.tables import explain_table
+from meddpm.report.explanation import explanation_lines
 
 SCHEMA = "meddpm-bisect/1"
 PROCESSES = 3  # a side per step unless --processes says otherwise
@@ -149,7 +149,7 @@ class Walk:
         if cut is not None:
             side = decided_side(comparison, cut)
         candidate, reference = (campaign.measurements(s)[job.combo] for s in campaign.sources)
-        rows = tuple(r.as_dict() for r in explain(candidate.profile_rows, reference.profile_rows))
+        rows = tuple(r.as_dict() for r in explanation(candidate, reference))
         counts = (candidate.run_counts, reference.run_counts)
         step = Step(commit, against, comparison, side, time.monotonic() - started, extended, rows, counts)
         self.steps.append(step)
@@ -209,7 +209,8 @@ def run_bisect(job: Bisection, range_text: str, json_path: Path, say: Callable[[
     )
     if own.explain:
         say(f"what moved from {parent.sha[:9]} to {culprit.sha[:9]} in {job.combo} (A: the culprit, B: its parent):")
-        say(explain_table(own.explain).to_string(index=False))
+        for line in explanation_lines(own.explain, markdown=False):
+            say(line)
     _write(json_path, job, env, good, bad, cut, walk.steps, partial=False)
     say(f"results written to {json_path}")
     return 0

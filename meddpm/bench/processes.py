@@ -39,7 +39,8 @@ from meddpm.measure.processes.revision import check_sides, sources
 from meddpm.measure.processes.sides import OtherSide, interpreter, parse_env, sides_line
 from meddpm.measure.statistics.compare import between_process_spread
 from meddpm.model.config import ModelConfig
-from meddpm.report.tables import explain_table, format_table
+from meddpm.report.explanation import explanation_lines, first_line
+from meddpm.report.tables import format_table
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -255,12 +256,13 @@ def report(
     energy = {combo: case.energy for combo, case in cases.items() if case.energy is not None}
     if energy:
         extras["energy_comparisons"] = {combo: v.figures() for combo, v in energy.items()}
-    for combo, case in cases.items():  # what moved besides time, and in a flagged combo what moved (docs/explain.md)
+    for combo, case in cases.items():  # a flagged combo's one line, what else moved, and its rows (docs/explain.md)
+        if case.explain:
+            say(opening_line(combo, case))
         for moved in (v for v in case.verdicts[1:] if v.outcome in ("regression", "improvement")):
             say(moved.message())
-        if case.explain:
-            say(f"what moved in {combo} (A: {tree.label}, B: {rev.label}):")
-            say(explain_table([r.as_dict() for r in case.explain]).to_string(index=False))
+        for line in explanation_lines([r.as_dict() for r in case.explain], markdown=False):
+            say(line)
     extras["explain"] = {combo: [r.as_dict() for r in case.explain] for combo, case in cases.items() if case.explain}
     if last_good is not None:
         extras["last_good"] = last_good.as_dict()
@@ -269,6 +271,15 @@ def report(
     if worse:
         say(f"worse than {rev.label}: {', '.join(worse)}")
     return 1 if worse else 0
+
+
+def opening_line(combo: str, case: AbCase) -> str:
+    """The one line a flagged combo opens with: its time change and interval, its peak memory change where that
+    failed it, and the module type that moved most (:func:`~meddpm.report.explanation.first_line`)."""
+    c = case.time.comparison
+    time = (c.change, c.ci_low - 1, c.ci_high - 1) if c is not None and c.testable else None
+    memory = next((v.change for v in case.memory if v.metric == "peak memory" and v.outcome == "regression"), None)
+    return first_line(combo, time, memory, [r.as_dict() for r in case.explain])
 
 
 def attributions(

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from meddpm.judge.baseline import CaseKey, Tolerances
 from meddpm.judge.counts import count_ranges, judge_counts
-from meddpm.judge.explain import ExplainRow, explain, flagged
+from meddpm.judge.explain import ExplainRow, explain, flagged, memory_rows
 from meddpm.judge.verdict import MEMORY_METRICS, Verdict, judge_ab, judge_energy_change, judge_memory_ab
 from meddpm.measure.campaign.protocol import MeasuringCampaign
 from meddpm.measure.campaign.result import ComboRuns
@@ -73,9 +73,16 @@ def ab_cases(
         )
         counts = tuple(judge_counts(subject, runs.run_counts, count_ranges(reference.run_counts)))
         moved = flagged([time, *memory, *counts]) and runs.profile_rows and reference.profile_rows
-        rows = tuple(explain(runs.profile_rows, reference.profile_rows)) if moved else ()
+        rows = tuple(explanation(runs, reference)) if moved else ()
         cases[combo] = AbCase(time, counts, rows, energy, memory)
     return cases
+
+
+def explanation(runs: ComboRuns, reference: ComboRuns) -> list[ExplainRow]:
+    """What moved from side B's processes to side A's: the rows by module type, group and name, then the bytes each
+    module type's forward left allocated (docs/explain.md)."""
+    rows = explain(runs.run_profiles, reference.run_profiles)
+    return rows + memory_rows(runs.run_module_bytes, reference.run_module_bytes)
 
 
 def _pooled_energy(runs: ComboRuns) -> EnergyEstimate | None:

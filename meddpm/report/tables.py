@@ -324,30 +324,3 @@ def ncu_table(totals: dict[str, dict[str, float]], reference: str = "baseline") 
 def kernel_mix_table(mixes: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """Share of GPU time per kernel category (rows) and combo (columns), from each combo's mix."""
     return pd.DataFrame({combo: mix["share"] for combo, mix in mixes.items()}).fillna(0.0)
-
-
-EXPLAIN_TOP_ROWS = 8  # the rows of a flagged case that summary.md, the terminal and the bench show
-
-
-def explain_table(rows: Sequence[Mapping[str, Any]], n: int = EXPLAIN_TOP_ROWS) -> pd.DataFrame:
-    """The first ``n`` rows by name (or by count) of a flagged case's explanation, in its order (most moved first).
-
-    ``rows`` are the ``explain`` entries of a results file (:mod:`meddpm.judge.explain`); the groups' rows
-    are left out, their names' rows say more.
-    """
-    shown = [r for r in rows if r["level"] != "category"][:n]
-    return pd.DataFrame(
-        [
-            {
-                "name": r["name"] if len(r["name"]) <= 80 else r["name"][:77] + "...",
-                "category": r["category"],
-                "change": r["change"],
-                "calls A": r["count_a"],
-                "calls B": r["count_b"],
-                "ms A": r["ms_a"],
-                "ms B": r["ms_b"],
-            }
-            for r in shown
-        ],
-        columns=["name", "category", "change", "calls A", "calls B", "ms A", "ms B"],
-    )

@@ -19,7 +19,8 @@ import torch
 from meddpm.errors import UserError, first_line
 from meddpm.judge.arch import KNOWN_ARCHS, detect_arch
 from meddpm.measure.processes.revision import check_sides
-from meddpm.report.tables import TERMINAL_TABLE, ddp_table, explain_table, results_table
+from meddpm.report.explanation import case_first_line, explanation_lines
+from meddpm.report.tables import TERMINAL_TABLE, ddp_table, results_table
 from meddpm.suite.cases import CPU, PerfCase, RatioCase
 from meddpm.suite.options import add_options, inapplicable_options, parse_options
 from meddpm.suite.records import append_history, ncu_tables
@@ -269,8 +270,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
             if v.outcome not in ("unchanged", "not measured") or v.comparison is not None:
                 tr.write_line(v.message())
         if r.explain:
-            tr.write_line(f"what moved in {r.case.id} (A: this run, B: the reference):")
-            tr.write_line(explain_table([row.as_dict() for row in r.explain]).to_string(index=False))
+            tr.write_line(case_first_line(r.payload()), bold=True)
+            for line in explanation_lines([row.as_dict() for row in r.explain], markdown=False):
+                tr.write_line(line)
     attributions = [r.attribution for r in measured.records.values() if r.attribution]
     if attributions and suite.options.last_good:
         tr.write_line(f"code or machine, against {suite.options.last_good.describe()} (docs/history.md):")

@@ -26,6 +26,7 @@ from meddpm.errors import UserError, run_command
 from meddpm.history.results import SUITE_RESULTS
 from meddpm.judge.verdict import FASTER_UNDER_THRESHOLD, SLOWER_UNDER_THRESHOLD
 from meddpm.measure.processes.sides import sides_line
+from meddpm.report.explanation import case_first_line
 from meddpm.suite.summary import explained
 from meddpm.versioned.loader import load_one
 
@@ -125,6 +126,8 @@ def pr_comment(results: Mapping[str, Any]) -> str:
         "",
         f"{sides}, {_count(results.get('processes') or 0, 'process', 'processes')} a side, alternating on one machine.",
         *([f"Each side ran under: {sides_line(results['sides'])}."] if len(results.get("sides") or []) == 2 else []),
+        "",
+        *[f"- **{case_first_line(c)}**" for c in results["cases"] if c.get("explain")],
         "",
         ab_table(compared).to_markdown(index=False, disable_numparse=True),  # the figures as formatted
         "",

@@ -9,7 +9,8 @@ import pandas as pd
 from meddpm.judge.verdict import UNDER_THRESHOLD
 from meddpm.measure.campaign.time_split import TimeSplit
 from meddpm.measure.processes.sides import sides_line
-from meddpm.report.tables import SUMMARY_TABLE, explain_table, kernel_mix_table, ncu_table, results_table
+from meddpm.report.explanation import case_first_line, explanation_lines
+from meddpm.report.tables import SUMMARY_TABLE, kernel_mix_table, ncu_table, results_table
 
 
 def _rounded(value: float | None, digits: int, scale: float = 1.0) -> float | None:
@@ -59,17 +60,14 @@ def not_guarded(results: dict[str, Any]) -> list[str]:
 
 
 def explained(results: dict[str, Any]) -> list[str]:
-    """Markdown lines: the top rows of each flagged case's explanation (A: this run, B: its reference)."""
-    lines = []
-    for c in results["cases"]:
-        if c.get("explain"):
-            lines += [
-                f"What moved in {c['arch']} {c['preset']}/{c['combo']}/b{c['batch_size']} (A: this run, B: "
-                "the reference; docs/explain.md):",
-                "",
-                explain_table(c["explain"]).to_markdown(index=False),
-                "",
-            ]
+    """Markdown lines: each flagged case opened by its one line, then its roll-up per module type and the rows that
+    moved (A: this run, B: its reference, said once)."""
+    flagged = [c for c in results["cases"] if c.get("explain")]
+    if not flagged:
+        return []
+    lines = ["What moved (A: this run, B: its reference; docs/explain.md):", ""]
+    for c in flagged:
+        lines += [f"**{case_first_line(c)}**", "", *explanation_lines(c["explain"], markdown=True)]
     return lines
 
 

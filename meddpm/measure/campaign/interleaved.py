@@ -284,6 +284,7 @@ class Campaign:
             result, t0 = self.results[name], time.perf_counter()
             profiled = profile_iteration(step, self.device, result.flops_per_iter)
             result.profile_rows, result.counts = list(profiled.rows), profiled.counts
+            result.module_bytes = profiled.module_bytes
             self._spent(name, "profiling", t0)
 
     def _spent(self, name: str, phase: str, since: float) -> None:

@@ -57,6 +57,7 @@ class ComboResult:
     # compiled combo what compiling cost: seconds, the compile cache's state, Inductor's cache hits and misses.
     phase_s: dict[str, float] = field(default_factory=dict)
     compile: dict[str, object] = field(default_factory=dict)
+    module_bytes: dict[str, int] = field(default_factory=dict)  # per module, what its forward left allocated
 
     def compile_line(self) -> str:
         """How compiling went in this run: "fast compiled in 5.2 s (compile cache hit; Inductor graphs 14 of 14
@@ -208,6 +209,7 @@ class ComboResult:
         d = asdict(self)
         d.pop("gpu_states")
         d.pop("profile_rows")  # a results file keeps a flagged case's explanation, not every run's rows
+        d.pop("module_bytes")
         d.update(
             stats=self.stats.as_dict(),
             reliable=self.reliable,
@@ -292,6 +294,16 @@ class ComboRuns:
     def run_counts(self) -> list[dict[str, int]]:
         """Each run's counts of its profiled iteration, in run order (runs profiled by no harness left out)."""
         return [r.counts for r in self.runs if r.counts]
+
+    @property
+    def run_profiles(self) -> list[list[ProfileRow]]:
+        """Each run's profiled rows, in run order (runs profiled by no harness left out)."""
+        return [r.profile_rows for r in self.runs if r.profile_rows]
+
+    @property
+    def run_module_bytes(self) -> list[dict[str, int]]:
+        """Each run's bytes left allocated per module by its forward, in run order (runs without them left out)."""
+        return [r.module_bytes for r in self.runs if r.module_bytes]
 
     @property
     def profile_rows(self) -> list[ProfileRow]:

@@ -12,18 +12,25 @@ model's FLOPs where the caller knows them. A CPU's aten calls and allocations ar
 process of the same code (``tests/test_iteration_profile.py``); a GPU's kernels may differ by the
 algorithms cuDNN and Inductor choose per process, which the stored spread covers (docs/explain.md).
 
-Profiling runs one extra iteration after the timed ones, and the profiler leaves nothing behind
-when its block ends.
+Each row also says where in the model it ran (:mod:`meddpm.measure.profiling.scopes`): the module, the
+outermost aten operator and a short label (``mul float32``); a kernel that runs in several modules has a row
+per module. The profile keeps, per module, the bytes its forward left allocated (:attr:`IterationProfile.module_bytes`).
+
+Profiling runs one extra iteration after the timed ones, and the profiler and the module scopes leave
+nothing behind when their block ends.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 
 import torch
+from torch.autograd import DeviceType
 
-from meddpm.measure.profiling.kernel_mix import GROUPS, group_of, profile_kernels
+from meddpm.measure.profiling.kernel_mix import GROUPS, group_of
+from meddpm.measure.profiling.scopes import Attribution, Site, module_bytes, module_scopes
 
 LAUNCHES = "launches"
 BYTES_ALLOCATED = "bytes_allocated"
@@ -33,20 +40,26 @@ _ALLOCATED = "allocated_bytes.all.allocated"  # the CUDA allocator's cumulative 
 
 @dataclass(frozen=True)
 class ProfileRow:
-    """One kernel (GPU) or aten operator (CPU) of an iteration: its group, calls and time in milliseconds."""
+    """One kernel (GPU) or aten operator (CPU) of an iteration in one module: its group, calls and milliseconds,
+    and where it ran (:class:`~meddpm.measure.profiling.scopes.Site`; "" where unknown)."""
 
     name: str
     category: str
     count: int
     ms: float
+    module: str = ""
+    op: str = ""
+    label: str = ""
 
 
 @dataclass(frozen=True)
 class IterationProfile:
-    """One profiled iteration: its rows, largest time first, and its counts (see :func:`iteration_counts`)."""
+    """One profiled iteration: its rows, largest time first, its counts (see :func:`iteration_counts`) and the bytes
+    each module's forward left allocated."""
 
     rows: tuple[ProfileRow, ...]
     counts: dict[str, int]
+    module_bytes: dict[str, int] = field(default_factory=dict)
 
 
 def launch_key(group: str) -> str:
@@ -67,36 +80,40 @@ def iteration_counts(rows: Sequence[ProfileRow], bytes_allocated: int | None, fl
 
 def profile_iteration(step: Callable[[], object], device: torch.device, flops: int | None = None) -> IterationProfile:
     """Profile one call of ``step`` (a warmed-up training iteration) on ``device``; ``flops``: its FLOPs, if known."""
-    if device.type == "cuda":
-        rows, allocated = _cuda_rows(step, device)
-    else:
-        rows, allocated = _cpu_rows(step)
-    rows = sorted(rows, key=lambda r: (-r.ms, r.name))
-    return IterationProfile(tuple(rows), iteration_counts(rows, allocated, flops))
-
-
-def _cuda_rows(step: Callable[[], object], device: torch.device) -> tuple[list[ProfileRow], int]:
-    torch.cuda.synchronize(device)
-    before = torch.cuda.memory_stats(device).get(_ALLOCATED, 0)
-    kernels = profile_kernels(step)
-    allocated = torch.cuda.memory_stats(device).get(_ALLOCATED, 0) - before
-    rows = [
-        ProfileRow(k.kernel, group_of(k.kernel), round(k.launches), k.us / 1e3) for k in kernels.itertuples(index=False)
-    ]
-    return rows, allocated
-
-
-def _cpu_rows(step: Callable[[], object]) -> tuple[list[ProfileRow], int]:
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    cuda = device.type == "cuda"
+    activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])]
+    if cuda:
+        torch.cuda.synchronize(device)
+        before = torch.cuda.memory_stats(device).get(_ALLOCATED, 0)
+    with module_scopes(step), profile(activities=activities, record_shapes=True, profile_memory=True) as prof:
         step()
-    rows = [
-        ProfileRow(e.key, group_of(e.key), e.count, e.self_cpu_time_total / 1e3)
-        for e in prof.key_averages()
-        if e.key.startswith("aten::")
+        if cuda:
+            torch.cuda.synchronize(device)
+    events = prof.events()
+    attribution = Attribution(events)
+    if cuda:
+        allocated = torch.cuda.memory_stats(device).get(_ALLOCATED, 0) - before
+        kernels = [e for e in events if e.device_type == DeviceType.CUDA]
+        rows = _rows((k.name, attribution.of_kernel(k), (k.time_range.end - k.time_range.start) / 1e3) for k in kernels)
+    else:
+        operators = [e for e in events if e.device_type == DeviceType.CPU and e.name.startswith("aten::")]
+        rows = _rows((e.name, attribution.of_operator(e), e.self_cpu_time_total / 1e3) for e in operators)
+        # The allocation records (frees are negative); the public events fold them into the operators' net usage.
+        records = prof.profiler.kineto_results.events()
+        allocated = sum(e.nbytes() for e in records if e.name() == "[memory]" and e.nbytes() > 0)
+    rows = sorted(rows, key=lambda r: (-r.ms, r.name, r.module, r.label))
+    held = module_bytes(events, attribution, device)
+    return IterationProfile(tuple(rows), iteration_counts(rows, allocated, flops), held)
+
+
+def _rows(events: Iterable[tuple[str, Site, float]]) -> list[ProfileRow]:
+    """One row per name, module, operator and label: the calls and milliseconds of its events."""
+    calls: dict[tuple[str, Site], list[float]] = defaultdict(list)
+    for name, site, ms in events:
+        calls[(name, site)].append(ms)
+    return [
+        ProfileRow(name, group_of(name), len(ms), sum(ms), site.module, site.op, site.label)
+        for (name, site), ms in calls.items()
     ]
-    # The allocation records (frees are negative); the public events fold them into the operators' net usage.
-    records = prof.profiler.kineto_results.events()
-    allocated = sum(e.nbytes() for e in records if e.name() == "[memory]" and e.nbytes() > 0)
-    return rows, allocated
