@@ -63,7 +63,8 @@ def test_pairs_that_agree_stop_the_run_and_the_calls_own_cost_is_counted_once():
     assert result.estimated and result.timed_steps == 3 * (SHORT + LONG)
     assert result.call_ms == pytest.approx(8.0)  # a per-call cost spread over 6-step calls would read 21.3 ms/step
     assert result.seconds == pytest.approx((8.0 + 250 * 20.0) / 1e3)
-    assert "5.01 s estimated from 21 timed steps in 3 pairs of calls (20.00 ms/step, 8.0 ms a call)" in result.describe()
+    line = "5.01 s estimated from 21 timed steps in 3 pairs of calls (20.00 ms/step, 8.0 ms a call)"
+    assert line in result.describe()
 
 
 def test_pairs_that_never_agree_stop_at_the_most_pairs():
