@@ -2,13 +2,13 @@
 # On a GPU machine, from the repository root: bash docs/measurements/2026-11-27-issue51-cost/gpu.sh OUT STAGE...
 # What the suite costs from a freshly started machine, with the compile cache empty or restored (docs/ci.md).
 # Stages, run in the order given:
-#   restore  unpack .gpu-cache/compile-<arch>.tar.gz (a cache an earlier machine kept) into the cache folder
+#   restore  unpack .gpu-cache/compile-<arch>.tar.xz (a cache an earlier machine kept) into the cache folder
 #   full     the sampling cases of fast and amp_bf16 timed whole (--perf-full-sample), beside their estimates
 #   suite    pytest perf_tests -m <arch>, one process
 #   one      pytest perf_tests -m <arch> -k "test_training_step and amp_bf16"
 #   pr       the pull-request check: --combos=opt1,fast --compare-to=HEAD --perf-processes=$PR_PROCESSES (5)
 #   nightly  the nightly's A/B: --perf-processes=3 --perf-until-detectable=0.01 --compare-to=HEAD
-#   keep     pack the cache folder into OUT/compile-<arch>.tgz.part-* (15 MiB parts) for the next machine
+#   keep     pack the cache folder into OUT/compile-<arch>.txz.part-* (15 MiB parts, xz: a third of gzip's size)
 # Every stage's log, results and summary go into OUT/logs.tar.gz; the table last has each stage's exit status,
 # wall time, the suite's own time split and each process's compile line.
 set -u
@@ -35,14 +35,14 @@ suite() {  # NAME, then pytest's arguments
 
 for stage in "$@"; do
   case $stage in
-    restore) mkdir -p "$MEDDPM_COMPILE_CACHE" && tar -xzf ".gpu-cache/compile-$arch.tar.gz" -C "$MEDDPM_COMPILE_CACHE" ;;
+    restore) mkdir -p "$MEDDPM_COMPILE_CACHE" && tar -xJf ".gpu-cache/compile-$arch.tar.xz" -C "$MEDDPM_COMPILE_CACHE" ;;
     suite) suite suite perf_tests -m "$arch" ;;
     one) suite one perf_tests -m "$arch" -k "test_training_step and amp_bf16" ;;
     pr) suite pr perf_tests/test_training.py -m "$arch" -k test_training_step --combos=opt1,fast --compare-to=HEAD \
           --perf-processes="${PR_PROCESSES:-5}" ;;
     nightly) suite nightly perf_tests -m "$arch" --perf-processes=3 --perf-until-detectable=0.01 --compare-to=HEAD ;;
     full) suite full perf_tests/test_sampling.py -m "$arch" -k "fast or amp_bf16" --perf-full-sample ;;
-    keep) tar -czf - -C "$MEDDPM_COMPILE_CACHE" . | split -b 15M - "$OUT/compile-$arch.tgz.part-" ;;
+    keep) tar -cf - -C "$MEDDPM_COMPILE_CACHE" . | xz -T16 -6 | split -b 15M - "$OUT/compile-$arch.txz.part-" ;;
     *) echo "unknown stage $stage" ;;
   esac
 done
