@@ -169,3 +169,30 @@ def test_a_module_type_that_keeps_more_for_backward_is_named(tiny_step, tiny_pro
         "explain": [r.as_dict() for r in rows],
     }  # fmt: skip
     assert case_first_line(case).startswith("tiny/baseline/b1: peak memory +22.6 %: GroupNormSiLU's forward keeps ")
+
+
+def _event(name, id, device_type, parent=None, start=0.0, **fields):
+    """A profiler event with the fields Attribution reads (``FunctionEvent``'s names)."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(
+        name=name, id=id, device_type=device_type, cpu_parent=parent, sequence_nr=-1,
+        time_range=SimpleNamespace(start=start, end=start + 1.0), **fields,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("linked", [True, False], ids=["linked correlation id", "runtime call only (older torch)"])
+def test_a_kernel_is_tied_to_the_operator_and_module_that_launched_it(linked):
+    from torch.autograd import DeviceType
+
+    from meddpm.measure.profiling.scopes import Attribution
+
+    extra = {"linked_correlation_id": 0} if linked else {}
+    scope = _event("output_blocks.3.0.out_layers.2 (Conv3d)", 1, DeviceType.CPU, **extra)
+    op = _event("aten::mul", 2, DeviceType.CPU, scope, 1.0, input_dtypes=["float", "float"], **extra)
+    launch = _event("cudaLaunchKernel", 40, DeviceType.CPU, op, 2.0, **({"linked_correlation_id": 2} if linked else {}))
+    kernel_fields = {"linked_correlation_id": 2} if linked else {}
+    kernel = _event("void at::native::vectorized_elementwise_kernel<4, ...>", 40, DeviceType.CUDA, **kernel_fields)
+    site = Attribution([scope, op, launch, kernel]).of_kernel(kernel)
+    assert site.module == "output_blocks.3.0.out_layers.2 (Conv3d)" and site.op == "aten::mul"
+    assert site.label.startswith("mul")

@@ -35,6 +35,8 @@ from meddpm.measure.profiling.names import op_label, short_name
 
 _BACKWARD = "autograd::engine::evaluate_function"
 _OPTIMIZER = "Optimizer."
+# The CUDA runtime and driver calls that launch work: an older torch ties a kernel to its launch through them.
+_RUNTIME = ("cuda", "cuLaunch")
 
 
 @dataclass(frozen=True)
@@ -86,12 +88,18 @@ def _exit(open_scopes: list[Any], module: torch.nn.Module, args: object, output:
 
 class Attribution:
     """The sites of a profile's events (``torch.profiler.profile(...).events()``, or objects with the same fields:
-    ``name``, ``id``, ``device_type``, ``linked_correlation_id``, ``cpu_parent``, ``sequence_nr``,
-    ``input_dtypes``)."""
+    ``name``, ``id``, ``device_type``, ``cpu_parent``, ``sequence_nr``, and where this torch records them
+    ``linked_correlation_id`` and ``input_dtypes``).
+
+    A kernel is tied to the aten operator that launched it through the correlation id its launch shares: a newer
+    torch links the kernel to the operator itself (``linked_correlation_id``); an older one keeps only the CUDA
+    runtime call (``cudaLaunchKernel``, which carries the kernel's id) inside the operator that made it.
+    """
 
     def __init__(self, events: Sequence[Any]):
         cpu = [e for e in events if e.device_type == DeviceType.CPU]
-        self._launcher = {e.id: e for e in cpu if not e.linked_correlation_id}
+        self._launcher = {e.id: e for e in cpu if hasattr(e, "linked_correlation_id") and not e.linked_correlation_id}
+        self._runtime = {e.id: e for e in cpu if e.name.startswith(_RUNTIME)}
         # Sequence number -> the module of the forward operator that recorded that gradient. Every operator records
         # the number the next gradient will get, so the one that recorded it is the last to carry it.
         self._forward: dict[int, str] = {}
@@ -105,11 +113,13 @@ class Attribution:
         for parent in _ancestors(event):
             if _is_aten(parent):
                 outermost = parent
-        return Site(self.module(event), outermost.name, op_label(event.name, event.input_dtypes or ()))
+        dtypes = getattr(event, "input_dtypes", None) or ()
+        return Site(self.module(event), outermost.name, op_label(event.name, dtypes))
 
     def of_kernel(self, kernel: Any) -> Site:
         """The site of a CUDA kernel, through the aten operator that launched it; its short name where none did."""
-        launcher = self._launcher.get(kernel.linked_correlation_id)
+        linked = getattr(kernel, "linked_correlation_id", 0)
+        launcher = self._launcher.get(linked) if linked else self._runtime.get(kernel.id)
         operator = next((e for e in [launcher, *_ancestors(launcher)] if e is not None and _is_aten(e)), None)
         if operator is None:
             return Site(self.module(launcher) if launcher is not None else "", "", short_name(kernel.name))
