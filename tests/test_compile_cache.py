@@ -15,7 +15,14 @@ from meddpm.measure.campaign.interleaved import Campaign
 from meddpm.measure.campaign.settings import CampaignSettings
 from meddpm.measure.campaign.time_split import PHASES, TimeSplit
 from meddpm.measure.machine import compile_cache
-from meddpm.measure.machine.compile_cache import CompileCache, activate, environment_key, workload_key, workload_tree
+from meddpm.measure.machine.compile_cache import (
+    CompileCache,
+    activate,
+    bytecode_environment,
+    environment_key,
+    workload_key,
+    workload_tree,
+)
 from meddpm.model.config import ModelConfig
 from meddpm.run.combos import get_combo
 
@@ -123,3 +130,13 @@ def test_a_time_split_reads_as_one_line_and_a_table():
     assert list(table.index) == [*PHASES, "other"] and table.loc["other", "seconds"] == pytest.approx(7.8)
     with pytest.raises(ValueError, match="unknown phase 'lunch'"):
         split.add("lunch", 1.0)
+
+
+def test_workers_keep_their_bytecode_in_the_cache_even_where_writing_it_is_off(tmp_path):
+    env = {compile_cache.ROOT_VARIABLE: str(tmp_path), "PYTHONDONTWRITEBYTECODE": "1", "HOME": "/home/x"}
+    kept = bytecode_environment(env)
+    assert kept["PYTHONPYCACHEPREFIX"] == str(tmp_path.resolve() / "pycache") and "PYTHONDONTWRITEBYTECODE" not in kept
+    assert kept["HOME"] == "/home/x"
+    assert bytecode_environment({**env, "PYTHONPYCACHEPREFIX": "/mine"})["PYTHONPYCACHEPREFIX"] == "/mine"
+    off = {compile_cache.ROOT_VARIABLE: "off", "PYTHONDONTWRITEBYTECODE": "1"}
+    assert bytecode_environment(off) == off

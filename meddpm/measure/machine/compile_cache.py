@@ -120,6 +120,22 @@ def activate(root: str | None, device: torch.device, tree: Path | None = None) -
     return cache
 
 
+def bytecode_environment(env: dict[str, str]) -> dict[str, str]:
+    """A worker's environment whose Python bytecode is kept in the compile cache's ``pycache`` folder.
+
+    Where ``PYTHONDONTWRITEBYTECODE`` is set (as container images often set it) or the packages are read-only,
+    every worker compiled torch's sources to bytecode anew: 7.5 s of a worker's 35 s on an H100 machine. The
+    bytecode goes under the cache instead (``PYTHONPYCACHEPREFIX``, unless one is set), written once and read by
+    every later worker; nothing is written beside the packages. With the cache ``off``, the environment is kept.
+    """
+    root = env.get(ROOT_VARIABLE) or default_root()
+    if root == OFF:
+        return env
+    kept = {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    kept.setdefault("PYTHONPYCACHEPREFIX", str(Path(root).expanduser().resolve() / "pycache"))
+    return kept
+
+
 def inductor_counters() -> dict[str, int]:
     """Inductor's and AOTAutograd's cache hits and misses so far in this process (empty where torch keeps none)."""
     try:

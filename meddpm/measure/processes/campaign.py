@@ -32,6 +32,7 @@ from meddpm.measure.campaign.result import ComboResult, ComboRuns
 from meddpm.measure.campaign.settings import CampaignSettings, worker_arguments
 from meddpm.measure.campaign.time_split import TimeSplit
 from meddpm.measure.energy.counter import BlockEnergy
+from meddpm.measure.machine.compile_cache import bytecode_environment
 from meddpm.measure.machine.nvml import GpuState
 from meddpm.measure.processes.sides import side_record
 from meddpm.measure.processes.worker import WORKER_SCHEMA
@@ -268,8 +269,8 @@ def worker_command(workload: Path, python: str | None = None) -> list[str]:
 
 def worker_environment(extra: Sequence[tuple[str, str]] = ()) -> dict[str, str]:
     """This process's environment with the ``extra`` variables, and this tree's ``meddpm`` first on the path: the
-    harness every worker runs."""
-    env = {**os.environ, **dict(extra)}
+    harness every worker runs; its Python bytecode kept in the compile cache (meddpm.measure.machine.compile_cache)."""
+    env = bytecode_environment({**os.environ, **dict(extra)})
     path = os.pathsep.join(filter(None, [str(harness_root()), env.get("PYTHONPATH")]))
     return {**env, "PYTHONPATH": path}
 
