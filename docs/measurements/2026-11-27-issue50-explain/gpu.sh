@@ -43,7 +43,7 @@ PY
 # ab NAME: the A/B of the planted commit (the clone's working tree) against BASE, then back to BASE.
 ab() {
     local status=0
-    PYTHONPATH="$PWD" "$PYTHON" -m meddpm --preset "$PRESET" --device "$DEVICE" --combos "$COMBOS" \
+    PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m meddpm --preset "$PRESET" --device "$DEVICE" --combos "$COMBOS" \
         --compare-to "$BASE" --processes "$PROCESSES" --json "$OUT/$1.json" >"$OUT/$1.log" 2>"$OUT/$1.err" || status=$?
     echo "$1: meddpm-bench exit status $status (1: a combo worse than $BASE)" | tee -a "$OUT/summary.txt"
     grep -E "^[a-z0-9_]+: (time|peak memory|counts moved)" "$OUT/$1.log" | tee -a "$OUT/summary.txt" || true
