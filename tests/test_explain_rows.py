@@ -196,3 +196,15 @@ def test_a_kernel_is_tied_to_the_operator_and_module_that_launched_it(linked):
     site = Attribution([scope, op, launch, kernel]).of_kernel(kernel)
     assert site.module == "output_blocks.3.0.out_layers.2 (Conv3d)" and site.op == "aten::mul"
     assert site.label.startswith("mul")
+
+
+def test_the_gpu_spans_of_module_scopes_are_neither_kernels_nor_launches():
+    from torch.autograd import DeviceType
+
+    from meddpm.measure.profiling.scopes import is_annotation
+
+    scope = _event("denoiser.output_blocks.8.0.in_layers.1 (Conv3d)", 5, DeviceType.CUDA)
+    optimizer = _event("Optimizer.step#Adam.step", 6, DeviceType.CUDA)
+    flagged = _event("any range", 7, DeviceType.CUDA, is_user_annotation=True)
+    kernel = _event("void cudnn::engines_precompiled::nchwToNhwcKernel<float>(...)", 8, DeviceType.CUDA)
+    assert [is_annotation(e) for e in (scope, optimizer, flagged, kernel)] == [True, True, True, False]

@@ -154,6 +154,12 @@ def module_bytes(events: Sequence[Any], attribution: Attribution, device: torch.
     return found
 
 
+def is_annotation(event: Any) -> bool:
+    """Whether a device event is the GPU span of a ``record_function`` range (a module's or the optimizer's scope),
+    which the profiler lists beside the kernels once it records the CPU too: no launch, and no row."""
+    return bool(getattr(event, "is_user_annotation", False)) or _is_scope(event.name)
+
+
 def _is_aten(event: Any) -> bool:
     return event.name.startswith("aten::")
 
