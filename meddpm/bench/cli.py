@@ -43,7 +43,7 @@ from meddpm.measure.campaign.settings import (
     offered,
 )
 from meddpm.measure.machine.environment import environment
-from meddpm.measure.processes.campaign import ProcessCampaign, sigterm_as_interrupt
+from meddpm.measure.processes.campaign import ProcessCampaign, ProcessFailed, signals_as_interrupt
 from meddpm.model.config import PRESETS
 from meddpm.report.power_plot import power_chart
 from meddpm.report.tables import (
@@ -214,6 +214,11 @@ def run(argv: Sequence[str] | None = None) -> int:
     settings = _settings(args, on_gpu)
     _check_extras(args, device)
     arch = detect_arch(device) if on_gpu else "cpu"
+    if not on_gpu:  # every path that builds a model, a bisection's workers too
+        host_ram.check_ram(config, combos, batch, args.gpus)
+    if args.bisect is not None:  # its own A/B steps: the process plan's options are refused there, not read
+        json_path = _json_path(args.json, config.name)
+        return bisect.from_options(args, config, combos, device, batch, settings, json_path, say)
     process_plan = bench_processes.plan(
         args.processes,
         args.compare_to,
@@ -227,11 +232,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         until_detectable=args.until_detectable,
     )
     json_path = _json_path(args.json, config.name)
-    if args.bisect is not None:
-        return bisect.from_options(args, config, combos, device, batch, settings, json_path, say)
     history = history_target(args.history or None, HISTORY_DB if args.history == "" else None)
-    if not on_gpu:
-        host_ram.check_ram(config, combos, batch, args.gpus)
     if on_gpu:
         torch.cuda.set_device(device)
 
@@ -256,7 +257,8 @@ def run(argv: Sequence[str] | None = None) -> int:
         )
 
     campaign: MeasuringCampaign | None = None
-    interrupted = ""  # what a Ctrl-C (or SIGTERM) cut short: the file then says "partial": true
+    interrupted = ""  # what a Ctrl-C, SIGTERM or SIGHUP cut short: the file then says "partial": true
+    failed: ProcessFailed | None = None  # a measuring process that failed: the processes before it are kept
     try:
         if process_plan.active:
             with bench_processes.campaign(process_plan, config, combos, device, batch, settings) as campaign:
@@ -264,11 +266,12 @@ def run(argv: Sequence[str] | None = None) -> int:
         else:
             campaign = Campaign(config, [get_combo(n) for n in combos], device, batch_size=batch, settings=settings)
             results = list(_measure(campaign, combos, settings).values())
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, ProcessFailed) as exc:
         results = _measured_so_far(campaign)
         if not results:
             raise
-        interrupted = "the timed rounds"
+        failed = exc if isinstance(exc, ProcessFailed) else None
+        interrupted = "the timed rounds" + (" (a measuring process failed)" if failed else "")
     # The training table first, and the JSON rewritten after every extra: the kernel mix, sampling
     # and DDP take minutes, and an interrupted or timed-out run keeps what it had measured.
     say(format_table(results_table(results, BENCH_TABLE if on_gpu else BENCH_CPU_TABLE)))
@@ -302,6 +305,7 @@ def run(argv: Sequence[str] | None = None) -> int:
             "results": [r.as_dict() for r in results],
             **extras,
             **({"partial": True, "interrupted": interrupted} if interrupted else {}),
+            **({"failed": str(failed)} if failed else {}),
         }
         try:
             write_json_atomic(json_path, document)
@@ -309,6 +313,8 @@ def run(argv: Sequence[str] | None = None) -> int:
             raise UserError(f"cannot write the results to {json_path}: {exc.strerror}; free space or fix it") from None
 
     save()
+    if failed:
+        raise UserError(f"{failed}; {json_path} has the processes that finished before it, marked partial")
     if interrupted:
         return _interrupted(interrupted, json_path)
     assert campaign is not None  # measured, so made
@@ -416,7 +422,7 @@ def _print_gpu_state(results: Sequence[ComboResult]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Console entry point: user errors print one line and exit with status 2; SIGTERM stops it as Ctrl-C does."""
-    with sigterm_as_interrupt():
+    with signals_as_interrupt():
         return run_command(PROG, lambda: run(argv))
 
 
