@@ -224,3 +224,21 @@ def test_a_failed_worker_keeps_the_processes_that_finished_and_names_itself(repo
     document = json.loads((repo / "ab.json").read_text())
     assert document["partial"] is True and "measuring process 3/4" in document["failed"]
     assert [len(medians["baseline"]) for medians in document["process_medians_ms"].values()] == [1, 1]
+
+
+@pytest.mark.parametrize(
+    "variable, problem",
+    [
+        ("PYTHONHOME=/nonexistent", "stops Python from starting: Fatal Python error: init_fs_encoding: *"),
+        ("PYTHONHASHSEED=abc", "stops Python from starting: Fatal Python error: config_init_hash_seed: *"),
+        ("PYTHONINSPECT=1", "keeps Python interactive after its script (as python -i), which no worker can run under"),
+    ],
+)
+def test_an_environment_that_stops_python_is_named_with_its_variable(variable, problem, tmp_path, capsys):
+    from meddpm.bench.cli import main
+
+    args = ["--device=cpu", "--combos=baseline", f"--json={tmp_path / 'r.json'}", "--compare-env=OMP_NUM_THREADS=1"]
+    assert main([*args, f"--compare-env={variable}"]) == 2
+    err = capsys.readouterr().err.strip()
+    expected = f"meddpm-bench: error: --compare-env: side B's environment {problem} ({variable}); fix or drop that*"
+    assert fnmatch.fnmatch(err, expected) and "\n" not in err, err

@@ -261,7 +261,14 @@ def run_to_the_end(cmd: list[str], cwd: Path, env: dict[str, str], timeout_s: fl
     dies without running that (SIGKILL, the OOM killer), the kernel kills the worker (Linux).
     """
     with subprocess.Popen(
-        cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_die_with_parent
+        cmd,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,  # a worker reads nothing; an interactive one must not wait on the terminal
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_die_with_parent,
     ) as proc:
         try:
             stdout, stderr = proc.communicate(timeout=timeout_s)

@@ -14,6 +14,7 @@ import dataclasses
 import io
 import shutil
 import subprocess
+import sys
 import tarfile
 import tempfile
 from collections.abc import Callable, Iterator
@@ -29,7 +30,14 @@ from meddpm.measure.processes.campaign import (
     worker_command,
     worker_environment,
 )
-from meddpm.measure.processes.sides import ENV_OPTION, PYTHON_OPTION, SAME, OtherSide, check_python
+from meddpm.measure.processes.sides import (
+    ENV_OPTION,
+    PYTHON_OPTION,
+    SAME,
+    OtherSide,
+    check_environment,
+    check_python,
+)
 from meddpm.measure.processes.worker import UNDRIVABLE
 from meddpm.measure.processes.workload import WORKLOAD_ROOMS
 
@@ -104,6 +112,8 @@ def check_revision(rev: str, root: Path, option: str = "--compare-to", other: Ot
 def check_sides(compare_to: str | None, other: OtherSide) -> None:
     """Refuse, in one line and before any measuring, an A/B whose side B cannot run: ``compare_to``'s revision, or
     this tree's workload, driven once under ``other``'s interpreter and environment."""
+    if other.env:
+        check_environment(other.python or sys.executable, other.env, worker_environment)
     if other.python is not None:
         check_python(other.python, worker_environment(other.env))
     if compare_to is not None:
