@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from meddpm.atomic import run_stamp, write_json_atomic
-from meddpm.bench import bisect, host_ram
+from meddpm.bench import bisect, cpu_time, host_ram
 from meddpm.bench import extras as bench_extras
 from meddpm.bench import processes as bench_processes
 from meddpm.bench.output import say
@@ -109,6 +109,11 @@ def _parser() -> argparse.ArgumentParser:
         help="find the commit that made one combo slower: measure the ends, then halve the first-parent commits "
         f"between them, each step an A/B against GOOD in alternating processes ({bisect.PROCESSES} a side unless "
         "--processes); prints the culprit with its ratio against its parent",
+    )
+    p.add_argument(
+        cpu_time.OPTION,
+        action="store_true",
+        help=f"run on the CPU even where the run is estimated to take over {cpu_time.BOUND_S / 60:.0f} minutes",
     )
     p.add_argument("--json", help="where to write results (default: bench-results/<time>-<preset>.json)")
     p.add_argument(
@@ -216,6 +221,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     arch = detect_arch(device) if on_gpu else "cpu"
     if not on_gpu:  # every path that builds a model, a bisection's workers too
         host_ram.check_ram(config, combos, batch, args.gpus)
+        cpu_time.check_time(config, combos, batch, settings, insist=args.allow_slow_cpu, say=say)
     if args.bisect is not None:  # its own A/B steps: the process plan's options are refused there, not read
         json_path = _json_path(args.json, config.name)
         return bisect.from_options(args, config, combos, device, batch, settings, json_path, say)
