@@ -18,6 +18,7 @@ when its block ends.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -88,6 +89,11 @@ def _cuda_rows(step: Callable[[], object], device: torch.device) -> tuple[list[P
 
 def _cpu_rows(step: Callable[[], object]) -> tuple[list[ProfileRow], int]:
     from torch.profiler import ProfilerActivity, profile
+
+    # Kineto prints "USDT: ... profiler_start" and "profiler_stop" on stderr for every profile on a CPU, at the
+    # highest of its levels: only a level above them (read when the profiler first starts) keeps stderr for our
+    # lines. A level the user set stays.
+    os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         step()
