@@ -19,7 +19,7 @@ import torch
 from meddpm.errors import UserError, first_line
 from meddpm.judge.arch import KNOWN_ARCHS, detect_arch
 from meddpm.measure.processes.revision import check_sides
-from meddpm.report.tables import TERMINAL_TABLE, ddp_table, explain_table, results_table
+from meddpm.report.tables import TERMINAL_TABLE, ddp_text, explain_table, results_table
 from meddpm.suite.cases import CPU, PerfCase, RatioCase
 from meddpm.suite.options import add_options, inapplicable_options, parse_options
 from meddpm.suite.records import append_history, ncu_tables
@@ -245,7 +245,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     tr.section("meddpm performance")
     if measured.ddp_results:
         tr.write_line("data-parallel weak scaling (slowest rank per round):")
-        tr.write_line(ddp_table(measured.ddp_results).to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+        tr.write_line(ddp_text(measured.ddp_results))
     if measured.records:
         cases = [r.payload() for r in measured.records.values()]
         tr.write_line(results_table(cases, TERMINAL_TABLE).to_string(index=False, float_format=lambda v: f"{v:.2f}"))
