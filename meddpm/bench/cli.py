@@ -52,6 +52,7 @@ from meddpm.report.tables import (
     energy_table,
     format_table,
     results_table,
+    stop_reasons,
 )
 from meddpm.run.combos import COMBOS, get_combo
 
@@ -281,7 +282,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     # The training table first, and the JSON rewritten after every extra: the kernel mix, sampling
     # and DDP take minutes, and an interrupted or timed-out run keeps what it had measured.
     say(format_table(results_table(results, BENCH_TABLE if on_gpu else BENCH_CPU_TABLE)))
-    say(f"stopped: {results[0].stop_reason}")
+    say(f"stopped: {stop_reasons(results)}")
     if not on_gpu:
         say(CPU_NOTE)
     _print_gpu_state(results)

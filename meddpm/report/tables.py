@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -274,6 +274,15 @@ def ddp_table(results: Sequence[DdpResult]) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
+
+
+def stop_reasons(results: Iterable[ComboResult]) -> str:
+    """Why each combo's rounds stopped, each reason once with its combos: ``converged after 5 rounds (baseline);
+    time budget of 300 s spent after 257 rounds (fast)``. The first combo's reason alone read as the whole run's."""
+    combos: dict[str, list[str]] = {}
+    for r in results:
+        combos.setdefault(r.stop_reason or "not stopped", []).append(r.combo)
+    return "; ".join(f"{reason} ({', '.join(names)})" for reason, names in combos.items())
 
 
 def ddp_text(results: Sequence[DdpResult]) -> str:
