@@ -74,12 +74,17 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SUITE] = SuiteRun(options, running, write_line)
 
 
+# What pytest-benchmark's tables are, in their titles.
+BENCHMARK_LABEL = "pytest-benchmark's own rounds, not read by the verdicts"
+
+
 def _drop(record: logging.LogRecord) -> bool:
     return False
 
 
 def _marks(arch: str, preset: str, batch_size: int) -> list[pytest.MarkDecorator]:
-    group = pytest.mark.benchmark(group=f"{arch} {preset} b{batch_size}")
+    # pytest-benchmark prints its own table, of its own few rounds, under the suite's: its title says whose it is.
+    group = pytest.mark.benchmark(group=f"{arch} {preset} b{batch_size}, {BENCHMARK_LABEL}")
     if arch == CPU:
         return [pytest.mark.cpu, group]
     return [pytest.mark.gpu, getattr(pytest.mark, arch), pytest.mark.slow, group]
@@ -249,6 +254,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     if measured.records:
         cases = [r.payload() for r in measured.records.values()]
         tr.write_line(results_table(cases, TERMINAL_TABLE).to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+        if config.pluginmanager.hasplugin("benchmark"):
+            tr.write_line(
+                "ms/iter: each case's median over its interleaved rounds, the figure every verdict judges; "
+                f"pytest-benchmark's tables below time {suite.options.benchmark_rounds} synchronised round(s) "
+                "of their own (--perf-benchmark-rounds), for its storage and --benchmark-compare; no verdict reads them"
+            )
     if measured.ncu_profiles:
         table, shares = ncu_tables(measured.ncu_profiles)
         tr.write_line("Nsight Compute, per iteration:")
