@@ -804,10 +804,12 @@ def _commit_change(T: Path, rel: str, text: str | None, message: str, append: bo
     subprocess.run([*_git_in(T / "repo"), "commit", "-q", "-am", message], check=True)
 
 
-# One training iteration of the baseline combo 0.3 s slower: what a bisection on the CPU must find.
+# One training iteration of the baseline combo 3 s slower: what a bisection on the CPU must find. Large, since on
+# a machine busy with other sessions the tiny preset's iteration read 3 s itself, and a 0.3 s slowdown was refused
+# after 6+6 processes at ratio 1.41 [0.84, 2.37], rightly.
 SLOW = """
 _step = TrainStep.__call__
-TrainStep.__call__ = lambda self, *a, **k: (__import__("time").sleep(0.3), _step(self, *a, **k))[1]
+TrainStep.__call__ = lambda self, *a, **k: (__import__("time").sleep(3.0), _step(self, *a, **k))[1]
 """
 
 
