@@ -804,22 +804,22 @@ def _commit_change(T: Path, rel: str, text: str | None, message: str, append: bo
     subprocess.run([*_git_in(T / "repo"), "commit", "-q", "-am", message], check=True)
 
 
-# One training iteration of the baseline combo 3 s slower: what a bisection on the CPU must find. Large, since on
-# a machine busy with other sessions the tiny preset's iteration read 3 s itself, and a 0.3 s slowdown was refused
-# after 6+6 processes at ratio 1.41 [0.84, 2.37], rightly.
-SLOW = """
-_step = TrainStep.__call__
-TrainStep.__call__ = lambda self, *a, **k: (__import__("time").sleep(3.0), _step(self, *a, **k))[1]
-"""
-
-
 def broken_then_slow(breakage: str) -> Callable[[Path], None]:
-    """A clone with two commits after HEAD: one this harness cannot drive (``breakage``), then one that restores the
-    tree and slows the baseline combo: the culprit sits next to a skipped commit."""
+    """A clone with three commits after HEAD: its harness reading planted iteration times from the workload (as
+    tests/planted_repo.py does: 100 ms), one commit this harness cannot drive (``breakage``), then one that restores
+    the tree and plants 150 ms for the baseline combo: the culprit sits next to a skipped commit. Planted, since on
+    a machine busy with other sessions the tiny preset's real iterations read anything from 0.2 to 5 s, and a real
+    0.3 s, then 3 s, slowdown was refused (ratio 1.41 [0.84, 2.37] at 6+6 processes), rightly."""
 
     def setup(T: Path) -> None:
+        sys.path.insert(0, str(REPO / "tests"))
+        from planted_repo import plant_harness_clock, set_clock
+
         clone(T)
         repo = T / "repo"
+        plant_harness_clock(repo)
+        set_clock(repo)
+        subprocess.run([*_git_in(repo), "commit", "-q", "-am", "planted clock: 100 ms"], check=True)
         if breakage == "syntax":
             _commit_change(T, "meddpm/model/unet.py", "\ndef broken(:\n", "a syntax error in the model")
         elif breakage == "import":
@@ -827,8 +827,7 @@ def broken_then_slow(breakage: str) -> Callable[[Path], None]:
         else:
             _commit_change(T, "meddpm", None, "meddpm/ moved away")
         subprocess.run([*_git_in(repo), "checkout", "-q", "HEAD~1", "--", "meddpm"], check=True)
-        with open(repo / "meddpm/run/train.py", "a") as f:
-            f.write(SLOW)
+        set_clock(repo, baseline=150.0)
         subprocess.run([*_git_in(repo), "add", "-A"], check=True)
         subprocess.run([*_git_in(repo), "commit", "-q", "-m", "back, and the baseline combo slower"], check=True)
 
