@@ -19,6 +19,12 @@ def first_line(exc: BaseException) -> str:
     return lines[0] if lines else ""
 
 
+def printable(text: str) -> str:
+    """``text`` with its control characters escaped (``\\x1b``), for a terminal: a commit subject is anyone's text,
+    and raw escape sequences in it could retitle the window, erase a line or print a fake verdict."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def drop_stdout() -> None:
     """Point stdout at devnull after its reader left (``| head``), as Python's SIGPIPE recipe does.
 

@@ -237,20 +237,64 @@ def test_sigterm_during_a_bench_ab_leaves_no_worktree_folder_or_worker_behind(re
         bench.wait()
 
 
-def test_sigterm_is_an_interrupt_only_inside_the_block():
-    from meddpm.measure.processes.campaign import sigterm_as_interrupt
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_and_sighup_are_an_interrupt_only_inside_the_block(signum):
+    from meddpm.measure.processes.campaign import signals_as_interrupt
 
     def before(signum, frame):
         raise AssertionError("the handler from before the block ran inside it")
 
-    previous = signal.signal(signal.SIGTERM, before)
+    previous = signal.signal(signum, before)
     try:
-        with pytest.raises(KeyboardInterrupt, match="SIGTERM"), sigterm_as_interrupt():
-            os.kill(os.getpid(), signal.SIGTERM)
+        with pytest.raises(KeyboardInterrupt, match=signal.Signals(signum).name), signals_as_interrupt():
+            os.kill(os.getpid(), signum)
             time.sleep(5)  # the handler runs between bytecodes; this is never reached in full
-        assert signal.getsignal(signal.SIGTERM) is before
+        assert signal.getsignal(signum) is before
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signum, previous)
+
+
+# A parent that starts a worker as the campaign does, the worker writing its PID and then waiting.
+ORPHAN = """
+import os, pathlib, sys
+from meddpm.measure.processes.campaign import run_to_the_end
+child = "import os, pathlib, time; pathlib.Path(os.environ['PID_FILE']).write_text(str(os.getpid())); time.sleep(600)"
+run_to_the_end([sys.executable, "-c", child], pathlib.Path.cwd(), dict(os.environ), 600)
+"""
+
+
+def _gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except FileNotFoundError:
+        return True
+    return state in ("Z", "X")  # dead, waiting for whoever adopted it to reap it
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the parent-death signal is Linux's")
+def test_a_worker_dies_with_its_parent_even_when_the_parent_is_killed(tmp_path):
+    pid_file = tmp_path / "worker.pid"
+    env = {**os.environ, "PYTHONPATH": str(PACKAGE.parent), "PID_FILE": str(pid_file)}
+    parent = subprocess.Popen([sys.executable, "-c", ORPHAN], env=env, cwd=tmp_path)
+    worker = None
+    try:
+        for _ in range(600):
+            if pid_file.exists() and pid_file.read_text():
+                worker = int(pid_file.read_text())
+                break
+            time.sleep(0.1)
+        assert worker is not None, "the worker never started"
+        parent.kill()  # SIGKILL: no handler, no finally of the parent runs
+        parent.wait()
+        for _ in range(100):
+            if _gone(worker):
+                break
+            time.sleep(0.1)
+        assert _gone(worker), "the worker outlived its parent"
+    finally:
+        parent.kill()
+        if worker is not None and not _gone(worker):
+            os.kill(worker, signal.SIGKILL)
 
 
 def test_a_revision_missing_a_workload_room_is_refused_not_measured_with_the_harness_room(repo):

@@ -24,6 +24,7 @@ from meddpm.errors import UserError
 from meddpm.judge.bisection import Commit, Search, decided_side, side_of, slowdown_between_ends
 from meddpm.measure.campaign.protocol import Source
 from meddpm.measure.campaign.settings import CampaignSettings
+from meddpm.measure.processes.revision import Undrivable, resolve_revision, revisions_root
 from meddpm.measure.statistics.compare import compare_processes
 from meddpm.model.config import ModelConfig
 
@@ -72,6 +73,8 @@ class PlantedCampaign:
 
     medians: dict[str, float] = {}
     runs: list[int] = []
+    undrivable: dict[str, str] = {}  # by sha: why this harness cannot drive the commit
+    noisy: set[str] = set()  # the commits whose processes read half or twice their time, in turn
 
     def __init__(self, config, combos, device, *, batch_size, settings, processes, sources):
         self.combo, self.processes, self.sources = combos[0], processes, sources
@@ -82,6 +85,8 @@ class PlantedCampaign:
         for i in range(self.processes):
             for source in self.sources:
                 jitter = 1 + 0.0002 * ((i * 7 + len(self._measured[source.label].process_medians_ms)) % 5 - 2)
+                if source.commit in self.noisy:
+                    jitter *= (0.5, 2.0)[len(self._measured[source.label].process_medians_ms) % 2]
                 self._measured[source.label].process_medians_ms.append(self.medians[source.commit] * jitter)
 
     def measurements(self, source):
@@ -92,11 +97,13 @@ class PlantedCampaign:
 def planted(monkeypatch, tmp_path):
     """The walk over COMMITS with planted medians: 100 ms up to c10, 102 ms from c11 (the culprit) on."""
     line = (GOOD, COMMITS)
-    monkeypatch.setattr(bisect, "checkout_root", lambda: tmp_path)
+    monkeypatch.setattr(bisect, "revisions_root", lambda option: tmp_path)
     monkeypatch.setattr(bisect, "first_parent_line", lambda good, bad, root: line)
 
     @contextlib.contextmanager
-    def revision(sha, root, option):
+    def revision(sha, root, option, reach):
+        if sha in PlantedCampaign.undrivable:
+            raise Undrivable(f"--bisect: {sha[:9]} {PlantedCampaign.undrivable[sha]}", PlantedCampaign.undrivable[sha])
         yield Source(sha[:9], tmp_path, sha)
 
     monkeypatch.setattr(bisect, "revision", revision)
@@ -104,6 +111,8 @@ def planted(monkeypatch, tmp_path):
     monkeypatch.setattr(bisect, "environment", lambda device: {"device": "planted"})
     PlantedCampaign.medians = {GOOD.sha: 100.0, **{c.sha: 100.0 if i < 10 else 102.0 for i, c in enumerate(COMMITS)}}
     PlantedCampaign.runs = []
+    PlantedCampaign.undrivable = {}
+    PlantedCampaign.noisy = set()
     return tmp_path
 
 
@@ -159,6 +168,76 @@ def test_an_interrupted_walk_writes_its_steps_marked_partial(planted, monkeypatc
     assert bisect.run_bisect(_job(), "c0..c16", planted / "b.json", lambda line: None) == 130
     document = json.loads((planted / "b.json").read_text())
     assert document["partial"] is True and len(document["bisect"]["steps"]) == 1
+    # One shape, partial or complete: the ends are {sha, subject} objects in both.
+    assert document["bisect"]["good"] == {"sha": GOOD.sha, "subject": "c0"}
+    assert document["bisect"]["bad"] == {"sha": COMMITS[-1].sha, "subject": "c16"}
+
+
+def test_a_commit_that_cannot_be_driven_is_skipped_and_the_culprit_named_with_it(planted):
+    # c10 (just before the culprit c11) does not import: the walk goes around it, and names both as the suspects.
+    reason = "has a workload this harness cannot drive (SyntaxError: invalid syntax (unet.py, line 3))"
+    PlantedCampaign.undrivable = {COMMITS[9].sha: reason}
+    lines: list[str] = []
+    assert bisect.run_bisect(_job(), "c0..c16", planted / "b.json", lines.append) == 0
+    skipped = f"{COMMITS[9]} skipped: it {reason}; culprit in {COMMITS[8].sha[:9]}..{COMMITS[11].sha[:9]}"
+    assert any(line.endswith(skipped) for line in lines), lines
+    culprit = next(line for line in lines if line.startswith("culprit: "))
+    assert culprit.startswith(
+        f"culprit: one of 2 commits, {COMMITS[9].sha[:9]}..{COMMITS[10].sha[:9]}: {COMMITS[9]} could not be driven "
+        f"(skipped), and {COMMITS[10]} ratio 1.02"
+    ), culprit
+    assert f"against {COMMITS[8].sha[:9]}, the newest good commit" in culprit
+    section = json.loads((planted / "b.json").read_text())["bisect"]
+    assert section["skipped"] == [{"sha": COMMITS[9].sha, "subject": "c10", "reason": reason}]
+    assert section["suspects"] == [COMMITS[9].sha, COMMITS[10].sha]
+    assert section["culprit"]["commit"] == COMMITS[10].sha and section["culprit"]["parent"] == COMMITS[8].sha
+
+
+def test_the_search_goes_around_skipped_commits_as_git_bisect_skip_does():
+    search = Search(COMMITS)
+    search.skip(COMMITS[7])
+    assert search.next() == COMMITS[6]  # the nearest to the middle that is not skipped
+    search.record(COMMITS[6], "good")
+    search.record(COMMITS[8], "bad")
+    assert search.done and search.suspects == [COMMITS[7], COMMITS[8]] and search.parent_of_culprit(GOOD) == COMMITS[6]
+
+
+def test_ends_too_noisy_to_tell_get_more_processes_before_the_range_is_refused(planted):
+    # The bad end's processes read half or twice its time in turn: an interval that wide cannot tell yet.
+    PlantedCampaign.medians = dict.fromkeys(PlantedCampaign.medians, 100.0)
+    PlantedCampaign.noisy = {COMMITS[-1].sha}
+    lines: list[str] = []
+    with pytest.raises(UserError, match=r"is not slower than .* p [\d.e-]+, 9\+9 processes\); nothing to bisect"):
+        bisect.run_bisect(_job(), "c0..c16", planted / "b.json", lines.append)
+    assert PlantedCampaign.runs == [3] * (1 + bisect.EXTENSIONS)
+    assert any(
+        "the ends: ratio" in line and "too wide to tell whether it is slower yet; 3+3 more" in line for line in lines
+    ), lines
+
+
+def test_subjects_reach_the_terminal_with_control_characters_escaped(planted):
+    # A subject that would retitle the window and erase the line: printed escaped, kept as it is in the JSON.
+    hostile = "fix\x1b]0;pwned\x07\r\x1b[2Kculprit: someone else"
+    commits = [Commit(c.sha, hostile) if i == 10 else c for i, c in enumerate(COMMITS)]
+    bisect.first_parent_line = lambda good, bad, root: (GOOD, commits)  # restored by monkeypatch's fixture
+    lines: list[str] = []
+    bisect.run_bisect(_job(), "c0..c16", planted / "b.json", lines.append)
+    assert not any("\x1b" in line or "\r" in line or "\x07" in line for line in lines), lines
+    culprit = next(line for line in lines if line.startswith("culprit: "))
+    assert "(fix\\x1b]0;pwned\\x07\\r\\x1b[2Kculprit: someone else)" in culprit, culprit
+    assert json.loads((planted / "b.json").read_text())["bisect"]["culprit"]["subject"] == hostile
+
+
+def test_bisect_checks_the_ram_before_it_starts_a_worker(monkeypatch, capsys, tmp_path):
+    from meddpm.bench import host_ram
+    from meddpm.bench.cli import main
+
+    monkeypatch.setattr(host_ram, "available_memory", lambda: 2**30)
+    monkeypatch.setattr(bisect, "run_bisect", lambda *a: pytest.fail("the bisection started"))
+    args = ["--device=cpu", "--preset=brats", "--combos=baseline", "--bisect=HEAD~1..HEAD", f"--json={tmp_path}/b.json"]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("meddpm-bench: error: preset 'brats' at batch size 1 with combos baseline needs at"), err
 
 
 @pytest.mark.parametrize(
@@ -172,6 +251,7 @@ def test_an_interrupted_walk_writes_its_steps_marked_partial(planted, monkeypatc
         (["--bisect", "HEAD~1..HEAD", "--compare-to", "HEAD"], "--bisect runs A/B steps of its own; drop --compare-to"),
         (["--bisect", "HEAD~1..HEAD", "--processes", "1"], "--processes must be at least 2 (an A/B needs a spread"),
         (["--bisect", "nope..HEAD"], "--bisect: unknown revision 'nope'; give a commit, branch or tag that git knows"),
+        (["--bisect", "HEAD~1..HEAD", "--until-detectable", "0.01"], "--bisect runs A/B steps of its own; drop --unt"),
     ],
 )
 def test_bad_bisect_inputs_are_one_line_before_measuring(args, message, capsys, tmp_path):
@@ -210,3 +290,86 @@ def test_a_real_walk_on_the_cpu_finds_the_commit_that_slowed_the_workload(tmp_pa
     section = json.loads((repo / "b.json").read_text())["bisect"]
     assert section["culprit"]["commit"] == culprit and math.isclose(section["culprit"]["ratio"], 1.5, rel_tol=0.01)
     assert [s["commit"] for s in section["steps"]] == [git(repo, "rev-parse", "HEAD"), culprit]
+
+
+def test_a_shallow_clone_says_so_and_how_to_deepen_it(tmp_path):
+    repo = make_repo(tmp_path)
+    for i in range(3):
+        git(repo, "commit", "-q", "--allow-empty", "-m", f"more {i}")
+    git(tmp_path, "clone", "-q", "--depth=2", f"file://{repo}", "shallow")
+    with pytest.raises(
+        UserError,
+        match=r"--bisect: unknown revision 'HEAD~3' in .*shallow, a shallow clone .*"
+        r"deepen it with git fetch --unshallow",
+    ):
+        resolve_revision("HEAD~3", tmp_path / "shallow", "--bisect")
+
+
+def test_revisions_are_looked_up_in_the_checkout_the_user_stands_in(tmp_path, monkeypatch):
+    repo = make_repo(tmp_path)
+    git(tmp_path, "clone", "-q", str(repo), "clone")
+    clone = tmp_path / "clone"
+    git(clone, "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "--allow-empty", "-m", "only here")
+    (clone / "meddpm" / "model").mkdir(exist_ok=True)
+    monkeypatch.chdir(clone / "meddpm" / "model")
+    assert revisions_root("--bisect") == clone.resolve()
+    monkeypatch.chdir(tmp_path)  # not a checkout: the one the package came from, named when a revision is unknown
+    with pytest.raises(UserError, match=r"unknown revision 'nope'; give a commit, branch or tag that git knows \(in /"):
+        resolve_revision("nope", revisions_root("--bisect"), "--bisect")
+
+
+def test_a_harness_in_a_subfolder_of_a_repository_is_told_meddpm_must_be_at_its_root(tmp_path, monkeypatch):
+    from meddpm.measure.processes import revision
+
+    outer = tmp_path / "outer"
+    (outer / "tools" / "meddpm").mkdir(parents=True)
+    git(outer, "init", "-q")
+    monkeypatch.setattr(revision, "harness_root", lambda: (outer / "tools").resolve())
+    with pytest.raises(
+        UserError,
+        match=r"--bisect: meddpm/ must sit at the root of its git repository, but .*tools "
+        r"is a folder inside the repository .*outer",
+    ):
+        revision.checkout_root("--bisect")
+
+
+def _tiny_repo(tmp_path):
+    root = tmp_path / "tiny"
+    (root / "meddpm").mkdir(parents=True)
+    (root / "meddpm" / "__init__.py").write_text("")
+    git(root, "init", "-q")
+    git(root, "config", "user.email", "t@t")
+    git(root, "config", "user.name", "t")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "start")
+    return root
+
+
+def test_a_tree_without_meddpm_or_with_a_link_out_of_it_is_undrivable_in_one_line(tmp_path):
+    from meddpm.measure.processes.revision import extracted
+
+    root = _tiny_repo(tmp_path)
+    (root / "meddpm" / "secret").symlink_to("/etc/passwd")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "a link out")
+    with pytest.raises(Undrivable, match=r"holds a link that points outside meddpm/ \(meddpm/secret -> /etc/passwd\)"):
+        with extracted(git(root, "rev-parse", "HEAD"), root):
+            pass
+    git(root, "rm", "-q", "-r", "meddpm")
+    git(root, "commit", "-q", "-m", "no meddpm")
+    with pytest.raises(Undrivable, match=r"[0-9a-f]{9} has no meddpm/ folder"):
+        with extracted(git(root, "rev-parse", "HEAD"), root):
+            pass
+
+
+def test_latin1_subjects_are_read_whatever_the_log_encoding(tmp_path):
+    root = _tiny_repo(tmp_path)
+    message = tmp_path / "message"
+    message.write_bytes("café au lait".encode("latin-1"))
+    git(root, "-c", "i18n.commitEncoding=ISO-8859-1", "commit", "-q", "--allow-empty", "-F", str(message))
+    declared = git(root, "rev-parse", "HEAD")
+    git(root, "commit", "-q", "--allow-empty", "-F", str(message))  # latin-1 bytes, declared as nothing (UTF-8)
+    raw = git(root, "rev-parse", "HEAD")
+    git(root, "config", "i18n.logOutputEncoding", "ISO-8859-1")
+    assert bisect._commit(declared, root).subject == "café au lait"
+    assert bisect._commit(raw, root).subject in ("café au lait", "caf\ufffd au lait")  # git may guess, or we replace

@@ -415,3 +415,19 @@ def test_the_results_file_says_what_the_run_was(tmp_path, campaigns, monkeypatch
         {"arch": "cpu", "run_kind": "measure", "processes": 1, "compare_to": None},
         {"arch": "cpu", "run_kind": "processes", "processes": 3, "compare_to": None},
     ]
+
+
+def test_the_stop_line_says_what_stopped_each_combo(campaigns, monkeypatch, tmp_path, capsys):
+    # One combo converged early, the other ran on to its budget: the first combo's reason alone read as the run's.
+    measured = FakeCampaign.run
+
+    def run(self, on_progress=None):
+        results = measured(self, on_progress)
+        results["baseline"].stop_reason = "converged after 5 rounds"
+        results["opt1"].stop_reason = "time budget of 300 s spent after 257 rounds"
+        return results
+
+    monkeypatch.setattr(FakeCampaign, "run", run)
+    assert main(["--device", "cpu", "--combos", "baseline,opt1", "--json", str(tmp_path / "r.json")]) == 0
+    out = capsys.readouterr().out
+    assert "stopped: converged after 5 rounds (baseline); time budget of 300 s spent after 257 rounds (opt1)" in out

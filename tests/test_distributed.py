@@ -12,7 +12,7 @@ import torch
 from meddpm.errors import UserError
 from meddpm.measure.processes.ddp import DdpResult, run_ddp, scaling_efficiency
 from meddpm.parity.ddp import check_parity
-from meddpm.report.tables import ddp_table
+from meddpm.report.tables import ddp_table, ddp_text
 from meddpm.run.combos import get_combo
 from meddpm.run.distributed import launch, resolve_gradient_sync
 
@@ -33,8 +33,11 @@ def test_efficiency_and_exposed_communication_arithmetic():
     assert scaling_efficiency(two, one) == pytest.approx(100.0 / 108.0)
     table = ddp_table([one, two])
     assert table["efficiency"].round(4).tolist() == [1.0, round(100 / 108, 4)]
-    # One GPU has nothing to communicate: the column names what it measures, the sync's cost.
-    assert table["sync ms"].tolist() == [pytest.approx(0.0), pytest.approx(8.0)] and "exposed comm ms" not in table
+    # One GPU communicates no gradient: its sync figure is not applicable, not a cost that does not exist.
+    assert one.exposed_comm_ms is None and one.as_dict()["exposed_comm_ms"] is None
+    assert math.isnan(table["sync ms"][0]) and table["sync ms"][1] == pytest.approx(8.0)
+    assert "exposed comm ms" not in table
+    assert ddp_text([one, two]).splitlines()[1].split()[5] == "n/a"
 
 
 def test_torchrun_gloo_two_processes_measure_and_agree(tiny):

@@ -193,3 +193,52 @@ def test_results_before_sides_upgrade_with_none_recorded(kind, old):
     assert results_document(upgraded, old, kind).header.sides == []
     with pytest.raises(ValueError, match="sides 'A' is not a list of objects"):
         results_document({**upgraded, "sides": "A"}, kind.current, kind)
+
+
+# An interpreter for side B that crashes its second measuring process (one with --out); checks and probes run.
+CRASHING = """#!/bin/sh
+case "$*" in *--out*)
+    count=$(cat "$0.count" 2>/dev/null || echo 0); count=$((count + 1)); echo $count > "$0.count"
+    if [ $count -eq 2 ]; then echo "RuntimeError: planted crash" >&2; exit 1; fi;;
+esac
+exec {python} "$@"
+"""
+
+
+def test_a_failed_worker_keeps_the_processes_that_finished_and_names_itself(repo, tmp_path):
+    wrapper = tmp_path / "crashing-python"
+    wrapper.write_text(CRASHING.format(python=sys.executable))
+    wrapper.chmod(0o755)
+    cmd = [sys.executable, "-m", "meddpm.bench.cli", "--combos=baseline", "--warmup=0", "--iters=2", "--processes=2"]
+    cmd += [f"--compare-python={wrapper}", "--json=ab.json"]
+    result = subprocess.run(cmd, cwd=repo, env=_env(repo), capture_output=True, text=True, timeout=900)
+    assert result.returncode == 2, result.stdout + result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    # A B B A: side B's second process is the third of four.
+    assert fnmatch.fnmatch(
+        last,
+        f"meddpm-bench: error: measuring process 3/4, of working tree (*) under {wrapper}, failed: "
+        "RuntimeError: planted crash; ab.json has the processes that finished before it, marked partial",
+    ), last
+    assert "Traceback" not in result.stderr
+    document = json.loads((repo / "ab.json").read_text())
+    assert document["partial"] is True and "measuring process 3/4" in document["failed"]
+    assert [len(medians["baseline"]) for medians in document["process_medians_ms"].values()] == [1, 1]
+
+
+@pytest.mark.parametrize(
+    "variable, problem",
+    [
+        ("PYTHONHOME=/nonexistent", "stops Python from starting: Fatal Python error: init_fs_encoding: *"),
+        ("PYTHONHASHSEED=abc", "stops Python from starting: Fatal Python error: config_init_hash_seed: *"),
+        ("PYTHONINSPECT=1", "keeps Python interactive after its script (as python -i), which no worker can run under"),
+    ],
+)
+def test_an_environment_that_stops_python_is_named_with_its_variable(variable, problem, tmp_path, capsys):
+    from meddpm.bench.cli import main
+
+    args = ["--device=cpu", "--combos=baseline", f"--json={tmp_path / 'r.json'}", "--compare-env=OMP_NUM_THREADS=1"]
+    assert main([*args, f"--compare-env={variable}"]) == 2
+    err = capsys.readouterr().err.strip()
+    expected = f"meddpm-bench: error: --compare-env: side B's environment {problem} ({variable}); fix or drop that*"
+    assert fnmatch.fnmatch(err, expected) and "\n" not in err, err

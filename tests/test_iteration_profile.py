@@ -5,6 +5,7 @@ these tests check that on the real training step, and that a planted extra opera
 """
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -80,6 +81,13 @@ def test_two_processes_of_the_same_code_count_the_same(tiny_profile):
     first, second = (json.loads(r.stdout.strip().splitlines()[-1]) for r in runs)
     assert first == second
     assert first == {k: v for k, v in tiny_profile.counts.items() if k != FLOPS}  # and the same as this process's
+
+
+def test_profiling_on_the_cpu_prints_nothing_of_the_profilers_own(tmp_path):
+    # Kineto's "USDT: ... profiler_start" / "profiler_stop" lines came on stderr for every profiled iteration.
+    env = {k: v for k, v in os.environ.items() if k != "KINETO_LOG_LEVEL"}
+    run = subprocess.run([sys.executable, "-c", _COUNTS_SCRIPT], capture_output=True, text=True, check=True, env=env)
+    assert "USDT" not in run.stderr and "profiler_start" not in run.stderr, run.stderr
 
 
 def test_a_planted_operator_shows_in_the_rows_and_the_counts(tiny_step, tiny_profile):

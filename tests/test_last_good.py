@@ -150,3 +150,22 @@ def test_the_bench_refuses_last_good_without_such_a_run_in_one_line(tmp_path, ca
     assert main([*args, "--compare-to=last-good"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no last good run: the history " in err[0] and "holds no bench run on cpu" in err[0], err
+
+
+def test_a_last_good_commit_git_does_not_know_says_it_came_from_the_history(tmp_path, capsys, monkeypatch):
+    import datetime
+
+    from meddpm.bench import processes
+    from meddpm.bench.cli import main
+    from meddpm.history.last_good import LastGood
+
+    when = datetime.datetime(2026, 11, 20, 3, 0)
+    gone = LastGood("f" * 40, 7, when, "cpu", "bench", 3, None, None, None, None, None, None, None, {}, {})
+    monkeypatch.setattr(processes, "compare_to_last_good", lambda *args: gone)
+    args = ["--device=cpu", "--combos=baseline", f"--json={tmp_path / 'r.json'}", "--history=h.sqlite"]
+    assert main([*args, "--compare-to=last-good"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(
+        "meddpm-bench: error: --compare-to=last-good: the last good bench run on cpu, #7 of 2026-11-20 03:00 UTC "
+        "(3 process(es)), commit ffffffffffff, a commit that git does not know in "
+    ), err

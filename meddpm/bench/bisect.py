@@ -31,6 +31,7 @@ from meddpm.judge.bisection import (
     Side,
     Step,
     decided_side,
+    ends_undecided,
     report,
     side_of,
     slowdown_between_ends,
@@ -40,7 +41,7 @@ from meddpm.measure.campaign.protocol import Progress, Source
 from meddpm.measure.campaign.settings import CampaignSettings
 from meddpm.measure.machine.environment import environment, git_output
 from meddpm.measure.processes.campaign import ProcessCampaign
-from meddpm.measure.processes.revision import checkout_root, resolve_revision, revision
+from meddpm.measure.processes.revision import Undrivable, resolve_revision, revision, revisions_root
 from meddpm.measure.statistics.compare import Comparison, compare_processes
 from meddpm.model.config import ModelConfig
 from meddpm.report.explanation import explanation_lines
@@ -97,7 +98,8 @@ def plan_line(good: Commit, bad: Commit, count: int, processes: int) -> str:
 
 
 class Walk:
-    """A bisection under way: the extracted workloads, the steps measured, and where the JSON goes."""
+    """A bisection under way: the extracted workloads, the steps measured, the commits skipped, and where the JSON
+    goes."""
 
     def __init__(self, job: Bisection, root: Path, json_path: Path, say: Callable[[str], None]):
         self.job = job
@@ -105,6 +107,7 @@ class Walk:
         self.json_path = json_path
         self.say = say
         self.steps: list[Step] = []
+        self.skipped: list[tuple[Commit, str]] = []  # commits this harness cannot drive, and why
         self._sources: dict[str, Source] = {}
         self._stack = contextlib.ExitStack()
 
@@ -115,14 +118,18 @@ class Walk:
     def __exit__(self, *exc: object) -> None:
         self._stack.__exit__(*exc)
 
-    def source(self, commit: Commit) -> Source:
-        """``commit``'s workload, extracted once and kept until the walk ends."""
+    def source(self, commit: Commit, end: bool) -> Source:
+        """``commit``'s workload, extracted once and kept until the walk ends; :class:`Undrivable` where this harness
+        cannot drive it, which for an ``end`` also names the first later commit it drives."""
         if commit.sha not in self._sources:
-            self._sources[commit.sha] = self._stack.enter_context(revision(commit.sha, self.root, "--bisect"))
+            source = revision(commit.sha, self.root, "--bisect", reach=end)
+            self._sources[commit.sha] = self._stack.enter_context(source)
         return self._sources[commit.sha]
 
     def measure(self, commit: Commit, against: Commit, cut: float | None, label: str) -> Step:
-        """``commit`` against ``against`` in alternating processes; an ambiguous step gets more (with a cut)."""
+        """``commit`` against ``against`` in alternating processes; a step that cannot tell yet gets more: the ends
+        (no cut) when their interval is too wide to say whether ``commit`` is slower, a halving when its interval
+        straddles the cut."""
         job = self.job
         campaign = ProcessCampaign(
             job.config,
@@ -131,29 +138,35 @@ class Walk:
             batch_size=job.batch_size,
             settings=replace(job.settings, energy=False),  # a bisection judges time only
             processes=job.processes,
-            sources=[self.source(commit), self.source(against)],
+            sources=[self.source(commit, cut is None), self.source(against, True)],
         )
         started = time.monotonic()
         extended = 0
         while True:
             campaign.run(self._progress(label))
             comparison = self._comparison(campaign)
-            side: Side = "bad" if cut is None else side_of(comparison, cut)
-            if side != "ambiguous" or extended == EXTENSIONS:
+            undecided = self._undecided(comparison, cut)
+            if undecided is None or extended == EXTENSIONS:
                 break
             extended += 1
-            self.say(
-                f"  {label}: interval [{comparison.ci_low:.4f}, {comparison.ci_high:.4f}] straddles the cut "
-                f"{cut:.4f}; {job.processes}+{job.processes} more processes"
-            )
-        if cut is not None:
-            side = decided_side(comparison, cut)
+            self.say(f"  {label}: {undecided}; {job.processes}+{job.processes} more processes")
+        side: Side = "bad" if cut is None else decided_side(comparison, cut)
         candidate, reference = (campaign.measurements(s)[job.combo] for s in campaign.sources)
         rows = tuple(r.as_dict() for r in explanation(candidate, reference))
         counts = (candidate.run_counts, reference.run_counts)
         step = Step(commit, against, comparison, side, time.monotonic() - started, extended, rows, counts)
         self.steps.append(step)
         return step
+
+    def _undecided(self, comparison: Comparison, cut: float | None) -> str | None:
+        """Why a step cannot decide yet, or None where it can."""
+        c = comparison
+        interval = f"[{c.ci_low:.4f}, {c.ci_high:.4f}]"
+        if cut is None:
+            if ends_undecided(c, self.job.alpha, Tolerances().time_rel):
+                return f"ratio {c.ratio:.4f} {interval} p {c.p_slower:.2g} is too wide to tell whether it is slower yet"
+            return None
+        return f"interval {interval} straddles the cut {cut:.4f}" if side_of(c, cut) == "ambiguous" else None
 
     def _comparison(self, campaign: ProcessCampaign) -> Comparison:
         candidate, reference = campaign.sources
@@ -169,24 +182,34 @@ class Walk:
 
 
 def run_bisect(job: Bisection, range_text: str, json_path: Path, say: Callable[[str], None]) -> int:
-    """Find the culprit commit of ``range_text`` for ``job.combo``; 0 with a culprit, 130 when interrupted."""
-    root = checkout_root()
+    """Find the culprit commit of ``range_text`` for ``job.combo``; 0 with a culprit, 130 when interrupted.
+
+    A commit between the ends that this harness cannot drive is skipped, as ``git bisect skip`` does.
+    """
+    root = revisions_root("--bisect")
     good_name, bad_name = parse_range(range_text)
     good, commits = first_parent_line(good_name, bad_name, root)
     bad = commits[-1]
     say(plan_line(good, bad, len(commits), job.processes))
     env = environment(job.device)
     cut: float | None = None
+    search = Search(commits)
     with Walk(job, root, json_path, say) as walk:
         try:
             ends = walk.measure(bad, good, None, "the ends")
             cut = slowdown_between_ends(ends.comparison, job.alpha, job.combo, good, bad)
-            say(_step_line(1, ends, cut) + f"; {_left(ends.seconds, Search(commits).steps_left + 1)}")
-            search = Search(commits)
+            say(_step_line(1, ends, cut) + f"; {_left(ends.seconds, search.steps_left + 1)}")
             known: dict[str, Step] = {bad.sha: ends}
             while not search.done:
                 commit = search.next()
-                step = walk.measure(commit, good, cut, f"step {len(walk.steps) + 1}")
+                label = f"step {len(walk.steps) + len(walk.skipped) + 1}"
+                try:
+                    step = walk.measure(commit, good, cut, label)
+                except Undrivable as exc:
+                    search.skip(commit)
+                    walk.skipped.append((commit, exc.reason))
+                    say(f"{label}: {commit} skipped: it {exc.reason}; culprit in {_range(search)}")
+                    continue
                 search.record(commit, step.side)
                 known[commit.sha] = step
                 say(_step_line(len(walk.steps), step, cut) + f"; culprit in {_range(search)}")
@@ -197,21 +220,29 @@ def run_bisect(job: Bisection, range_text: str, json_path: Path, say: Callable[[
             if own is not walk.steps[-1]:
                 walk.steps.append(own)  # the culprit's own comparison is the report's last step
         except KeyboardInterrupt:
-            _write(json_path, job, env, good, bad, cut, walk.steps, partial=True)
+            _write(json_path, job, env, good, bad, cut, walk, None)
             say(f"interrupted after {len(walk.steps)} step(s); what was measured is in {json_path}")
             return 130
     c = own.comparison
+    suspects = search.suspects
+    base = "its parent" if len(suspects) == 1 else "the newest good commit"
     if own.side != "bad":
-        say(f"note: {culprit} is not clearly slower than its parent; the slowdown may be spread over several commits")
-    say(
-        f"culprit: {culprit} ratio {c.ratio:.4f} [{c.ci_low:.4f}, {c.ci_high:.4f}] p {c.p_slower:.2g} against its "
-        f"parent {parent.sha[:9]}; {sum(s.seconds for s in walk.steps):.0f} s of measuring, {len(walk.steps)} A/B runs"
-    )
+        say(f"note: {culprit} is not clearly slower than {base}; the slowdown may be spread over several commits")
+    figures = f"ratio {c.ratio:.4f} [{c.ci_low:.4f}, {c.ci_high:.4f}] p {c.p_slower:.2g}"
+    cost = f"{sum(s.seconds for s in walk.steps):.0f} s of measuring, {len(walk.steps)} A/B runs"
+    if len(suspects) > 1:
+        unknown = ", ".join(str(commit) for commit in suspects[:-1])
+        say(
+            f"culprit: one of {len(suspects)} commits, {suspects[0].sha[:9]}..{culprit.sha[:9]}: {unknown} could not "
+            f"be driven (skipped), and {culprit} {figures} against {parent.sha[:9]}, {base}; {cost}"
+        )
+    else:
+        say(f"culprit: {culprit} {figures} against its parent {parent.sha[:9]}; {cost}")
     if own.explain:
-        say(f"what moved from {parent.sha[:9]} to {culprit.sha[:9]} in {job.combo} (A: the culprit, B: its parent):")
+        say(f"what moved from {parent.sha[:9]} to {culprit.sha[:9]} in {job.combo} (A: the culprit, B: {base}):")
         for line in explanation_lines(own.explain, markdown=False):
             say(line)
-    _write(json_path, job, env, good, bad, cut, walk.steps, partial=False)
+    _write(json_path, job, env, good, bad, cut, walk, suspects)
     say(f"results written to {json_path}")
     return 0
 
@@ -231,6 +262,7 @@ def from_options(
         "--compare-to": args.compare_to is not None,
         "--compare-python": args.compare_python is not None,
         "--compare-env": bool(args.compare_env),
+        "--until-detectable": args.until_detectable is not None,
         "--history": args.history is not None,
         "--sample": args.sample,
         "--kernel-mix": args.kernel_mix,
@@ -255,15 +287,11 @@ def _write(
     good: Commit,
     bad: Commit,
     cut: float | None,
-    steps: list[Step],
-    *,
-    partial: bool,
+    walk: Walk,
+    suspects: list[Commit] | None,
 ) -> None:
-    section: dict[str, object]
-    if partial or cut is None:
-        section = {"good": good.sha, "bad": bad.sha, "combo": job.combo, "steps": [s.as_dict() for s in steps]}
-    else:
-        section = report(good, bad, job.combo, job.config.name, cut, steps)
+    """The JSON of the walk; ``suspects`` None: cut short, so marked partial and without a culprit."""
+    section = report(good, bad, job.combo, job.config.name, cut, walk.steps, walk.skipped, suspects or ())
     document = {
         "schema": SCHEMA,
         "environment": env,
@@ -271,7 +299,7 @@ def _write(
         "batch_size": job.batch_size,
         "processes": job.processes,
         "bisect": section,
-        **({"partial": True} if partial else {}),
+        **({"partial": True} if suspects is None else {}),
     }
     write_json_atomic(path, document)
 
@@ -295,7 +323,8 @@ def _left(seconds_per_run: float, runs: int) -> str:
 
 
 def _commit(sha: str, root: Path) -> Commit:
-    return Commit(sha, _git(["log", "-1", "--format=%s", sha], root) or "")
+    # Subjects in UTF-8 whatever the repository's log encoding, and a byte that is not UTF-8 replaced, never fatal.
+    return Commit(sha, _git(["-c", "i18n.logOutputEncoding=UTF-8", "log", "-1", "--format=%s", sha], root) or "")
 
 
 def _git(args: list[str], cwd: Path) -> str | None:

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from meddpm.atomic import run_stamp, write_json_atomic
-from meddpm.bench import bisect, host_ram
+from meddpm.bench import bisect, cpu_time, host_ram
 from meddpm.bench import extras as bench_extras
 from meddpm.bench import processes as bench_processes
 from meddpm.bench.output import say
@@ -46,7 +46,7 @@ from meddpm.measure.campaign.settings import (
 from meddpm.measure.campaign.time_split import TimeSplit
 from meddpm.measure.machine.compile_cache import use_root
 from meddpm.measure.machine.environment import environment
-from meddpm.measure.processes.campaign import ProcessCampaign, sigterm_as_interrupt
+from meddpm.measure.processes.campaign import ProcessCampaign, ProcessFailed, signals_as_interrupt
 from meddpm.model.config import PRESETS
 from meddpm.report.power_plot import power_chart
 from meddpm.report.tables import (
@@ -55,6 +55,7 @@ from meddpm.report.tables import (
     energy_table,
     format_table,
     results_table,
+    stop_reasons,
 )
 from meddpm.run.combos import COMBOS, get_combo
 
@@ -118,6 +119,11 @@ def _parser() -> argparse.ArgumentParser:
         metavar="DIR|off",
         help="keep compiled artifacts in DIR for every process of this and later runs; off: torch's own default "
         "(default: $MEDDPM_COMPILE_CACHE, else ~/.cache/meddpm-perf/compile)",
+    )
+    p.add_argument(
+        cpu_time.OPTION,
+        action="store_true",
+        help=f"run on the CPU even where the run is estimated to take over {cpu_time.BOUND_S / 60:.0f} minutes",
     )
     p.add_argument("--json", help="where to write results (default: bench-results/<time>-<preset>.json)")
     p.add_argument(
@@ -225,6 +231,12 @@ def run(argv: Sequence[str] | None = None) -> int:
     settings = _settings(args, on_gpu)
     _check_extras(args, device)
     arch = detect_arch(device) if on_gpu else "cpu"
+    if not on_gpu:  # every path that builds a model, a bisection's workers too
+        host_ram.check_ram(config, combos, batch, args.gpus)
+        cpu_time.check_time(config, combos, batch, settings, insist=args.allow_slow_cpu, say=say)
+    if args.bisect is not None:  # its own A/B steps: the process plan's options are refused there, not read
+        json_path = _json_path(args.json, config.name)
+        return bisect.from_options(args, config, combos, device, batch, settings, json_path, say)
     process_plan = bench_processes.plan(
         args.processes,
         args.compare_to,
@@ -238,11 +250,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         until_detectable=args.until_detectable,
     )
     json_path = _json_path(args.json, config.name)
-    if args.bisect is not None:
-        return bisect.from_options(args, config, combos, device, batch, settings, json_path, say)
     history = history_target(args.history or None, HISTORY_DB if args.history == "" else None)
-    if not on_gpu:
-        host_ram.check_ram(config, combos, batch, args.gpus)
     if on_gpu:
         torch.cuda.set_device(device)
 
@@ -267,7 +275,8 @@ def run(argv: Sequence[str] | None = None) -> int:
         )
 
     campaign: MeasuringCampaign | None = None
-    interrupted = ""  # what a Ctrl-C (or SIGTERM) cut short: the file then says "partial": true
+    interrupted = ""  # what a Ctrl-C, SIGTERM or SIGHUP cut short: the file then says "partial": true
+    failed: ProcessFailed | None = None  # a measuring process that failed: the processes before it are kept
     try:
         if process_plan.active:
             with bench_processes.campaign(process_plan, config, combos, device, batch, settings) as campaign:
@@ -275,15 +284,16 @@ def run(argv: Sequence[str] | None = None) -> int:
         else:
             campaign = Campaign(config, [get_combo(n) for n in combos], device, batch_size=batch, settings=settings)
             results = list(_measure(campaign, combos, settings).values())
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, ProcessFailed) as exc:
         results = _measured_so_far(campaign)
         if not results:
             raise
-        interrupted = "the timed rounds"
+        failed = exc if isinstance(exc, ProcessFailed) else None
+        interrupted = "the timed rounds" + (" (a measuring process failed)" if failed else "")
     # The training table first, and the JSON rewritten after every extra: the kernel mix, sampling
     # and DDP take minutes, and an interrupted or timed-out run keeps what it had measured.
     say(format_table(results_table(results, BENCH_TABLE if on_gpu else BENCH_CPU_TABLE)))
-    say(f"stopped: {results[0].stop_reason}")
+    say(f"stopped: {stop_reasons(results)}")
     if not on_gpu:
         say(CPU_NOTE)
     _print_gpu_state(results)
@@ -316,6 +326,7 @@ def run(argv: Sequence[str] | None = None) -> int:
             **extras,
             "time_split": {"wall_s": time.perf_counter() - started, "seconds": split.seconds},
             **({"partial": True, "interrupted": interrupted} if interrupted else {}),
+            **({"failed": str(failed)} if failed else {}),
         }
         try:
             write_json_atomic(json_path, document)
@@ -323,6 +334,8 @@ def run(argv: Sequence[str] | None = None) -> int:
             raise UserError(f"cannot write the results to {json_path}: {exc.strerror}; free space or fix it") from None
 
     save()
+    if failed:
+        raise UserError(f"{failed}; {json_path} has the processes that finished before it, marked partial")
     if interrupted:
         return _interrupted(interrupted, json_path)
     assert campaign is not None  # measured, so made
@@ -434,7 +447,7 @@ def _print_gpu_state(results: Sequence[ComboResult]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Console entry point: user errors print one line and exit with status 2; SIGTERM stops it as Ctrl-C does."""
-    with sigterm_as_interrupt():
+    with signals_as_interrupt():
         return run_command(PROG, lambda: run(argv))
 
 

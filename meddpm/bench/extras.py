@@ -19,7 +19,7 @@ from meddpm.measure.energy.sample import sample_with_energy
 from meddpm.measure.processes.ddp import run_ddp
 from meddpm.measure.profiling.kernel_mix import category_shares, profile_kernels
 from meddpm.model.config import ModelConfig
-from meddpm.report.tables import ddp_table, kernel_mix_table
+from meddpm.report.tables import ddp_text, kernel_mix_table
 from meddpm.run.combos import get_combo
 
 
@@ -75,5 +75,5 @@ def ddp(
                 )
             )
     say(f"data-parallel weak scaling, batch {batch} per rank, slowest rank per round:")
-    say(ddp_table(results).to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    say(ddp_text(results))
     return [r.as_dict() for r in results]

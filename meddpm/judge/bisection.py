@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
-from meddpm.errors import UserError
+from meddpm.errors import UserError, printable
 from meddpm.measure.statistics.compare import Comparison
 
 Side = Literal["bad", "good", "ambiguous"]
@@ -32,7 +32,7 @@ class Commit:
     subject: str
 
     def __str__(self) -> str:
-        return f"{self.sha[:9]} ({self.subject})"
+        return f"{self.sha[:9]} ({printable(self.subject)})"
 
 
 @dataclass(frozen=True)
@@ -72,11 +72,24 @@ def slowdown_between_ends(comparison: Comparison, alpha: float, combo: str, good
     """The cut between good and bad commits; a UserError when ``bad`` is not significantly slower than ``good``."""
     if not comparison.testable or not comparison.p_slower < alpha or comparison.ratio <= 1:
         interval = f"[{comparison.ci_low:.4f}, {comparison.ci_high:.4f}]" if comparison.testable else "untestable"
+        processes = f"{len(comparison.candidate_ms)}+{len(comparison.reference_ms)} processes"
         raise UserError(
             f"--bisect: {bad} is not slower than {good} for {combo} (ratio {comparison.ratio:.4f} {interval}, "
-            f"p {comparison.p_slower:.2g}); nothing to bisect: check the range and the combo"
+            f"p {comparison.p_slower:.2g}, {processes}); nothing to bisect: check the range and the combo"
         )
     return 1 + (comparison.ratio - 1) / 2
+
+
+def ends_undecided(comparison: Comparison, alpha: float, threshold: float) -> bool:
+    """Whether the ends' A/B cannot tell yet: not significantly slower, but its interval reaches past a slowdown of
+    ``threshold`` (one the suite would flag), so more processes may still show one.
+
+    A tight interval around 1 says "not slower"; one as wide as [0.12, 38.67] says only that the
+    processes were too few or too noisy to tell.
+    """
+    if comparison.testable and comparison.p_slower < alpha and comparison.ratio > 1:
+        return False
+    return not comparison.testable or comparison.ci_high > 1 + threshold
 
 
 def side_of(comparison: Comparison, cut: float) -> Side:
@@ -103,12 +116,16 @@ class Search:
     """The search state over ``commits`` (oldest first, the bad end last), the good end below them.
 
     ``good`` is the index of the newest commit known good (-1: the good end), ``bad`` that of the
-    oldest known bad (the bad end at first).
+    oldest known bad (the bad end at first). ``skipped`` holds the indices of commits this harness
+    cannot drive (a syntax error fixed a commit later, a room moved and back): as ``git bisect skip``
+    does, the search goes on around them, and where the culprit sits next to them it names the short
+    range that holds it (:attr:`suspects`).
     """
 
     commits: Sequence[Commit]
     good: int = -1
     bad: int = field(default=-1)
+    skipped: set[int] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         if not self.commits:
@@ -116,12 +133,17 @@ class Search:
         self.bad = len(self.commits) - 1
 
     @property
+    def _candidates(self) -> list[int]:
+        return [i for i in range(self.good + 1, self.bad) if i not in self.skipped]
+
+    @property
     def done(self) -> bool:
-        return self.bad - self.good <= 1
+        return not self._candidates
 
     def next(self) -> Commit:
-        """The commit halfway between the newest good and the oldest bad."""
-        return self.commits[(self.good + self.bad) // 2]
+        """The commit halfway between the newest good and the oldest bad; the nearest one not skipped."""
+        middle = (self.good + self.bad) / 2
+        return self.commits[min(self._candidates, key=lambda i: (abs(i - middle), i))]
 
     def record(self, commit: Commit, side: Side) -> None:
         """A decided step moves one end of the search to ``commit``."""
@@ -133,29 +155,57 @@ class Search:
         else:
             raise ValueError("an ambiguous step must be decided before it is recorded")
 
+    def skip(self, commit: Commit) -> None:
+        """``commit`` cannot be driven: the search decides around it."""
+        self.skipped.add(list(self.commits).index(commit))
+
     @property
     def culprit(self) -> Commit:
         return self.commits[self.bad]
 
+    @property
+    def suspects(self) -> list[Commit]:
+        """The commits that may hold the slowdown: the culprit, and the skipped ones just before it."""
+        return list(self.commits[self.good + 1 : self.bad + 1])
+
     def parent_of_culprit(self, good_end: Commit) -> Commit:
-        return self.commits[self.bad - 1] if self.bad > 0 else good_end
+        """The newest commit known good: the culprit's parent unless the commits between them were skipped."""
+        return self.commits[self.good] if self.good >= 0 else good_end
 
     @property
     def steps_left(self) -> int:
         """Halvings still to go."""
-        return math.ceil(math.log2(self.bad - self.good)) if self.bad - self.good > 1 else 0
+        left = len(self._candidates)
+        return math.ceil(math.log2(left + 1)) if left else 0
 
 
-def report(good: Commit, bad: Commit, combo: str, preset: str, cut: float, steps: Sequence[Step]) -> dict[str, object]:
-    """The ``bisect`` section of the JSON: the range, the cut, every step and the culprit (its own step last)."""
-    culprit = steps[-1]
-    return {
+def report(
+    good: Commit,
+    bad: Commit,
+    combo: str,
+    preset: str,
+    cut: float | None,
+    steps: Sequence[Step],
+    skipped: Sequence[tuple[Commit, str]] = (),
+    suspects: Sequence[Commit] = (),
+) -> dict[str, object]:
+    """The ``bisect`` section of the JSON: the range, the cut, every step, the commits skipped (with why), and where
+    the search ended, the culprit (its own step last) and, beside skipped commits, every commit that may hold it.
+
+    One shape whether the walk ended or was cut short: the ends are ``{sha, subject}`` objects either way.
+    """
+    section: dict[str, object] = {
         "good": asdict(good),
         "bad": asdict(bad),
         "combo": combo,
         "preset": preset,
         "cut_ratio": cut,
         "steps": [s.as_dict() for s in steps],
-        "culprit": {**culprit.as_dict(), "parent": culprit.against.sha},
+        "skipped": [{**asdict(commit), "reason": reason} for commit, reason in skipped],
         "seconds": sum(s.seconds for s in steps),
     }
+    if suspects:
+        culprit = steps[-1]
+        section["culprit"] = {**culprit.as_dict(), "parent": culprit.against.sha}
+        section["suspects"] = [c.sha for c in suspects]
+    return section

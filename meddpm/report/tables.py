@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -252,9 +252,9 @@ def ddp_table(results: Sequence[DdpResult]) -> pd.DataFrame:
     """One row per (combo, world size): slowest-rank time, throughput, scaling efficiency, overheads.
 
     The ranks are counted as GPUs under NCCL, and as processes otherwise (gloo on the CPU). "sync ms" is
-    what the gradient sync adds to an iteration: at one rank only its own work (DDP's bucket hooks, or
-    packing every gradient into one buffer and back), at two or more also the communication backward
-    did not hide; so it is not named communication (docs/ddp.md).
+    what the gradient sync adds to an iteration at two ranks or more: its own work (DDP's bucket hooks, or
+    packing every gradient into one buffer and back) and the communication backward did not hide; so it is
+    not named communication. At one rank no gradient is communicated, and it reads n/a (docs/ddp.md).
     """
     single = {r.combo: r for r in results if r.world_size == 1}
     unit = "GPU" if all(r.backend == "nccl" for r in results) else "process"
@@ -268,12 +268,26 @@ def ddp_table(results: Sequence[DdpResult]) -> pd.DataFrame:
                 "ms/iter": r.median_ms,
                 "samples/s": r.samples_per_s,
                 "efficiency": scaling_efficiency(r, single[r.combo]) if r.combo in single else float("nan"),
-                "sync ms": r.exposed_comm_ms,
+                "sync ms": float("nan") if r.exposed_comm_ms is None else r.exposed_comm_ms,  # n/a: one rank
                 "peak GiB/rank": peak / GIB if peak is not None else float("nan"),
                 f"J/iter/{unit}": energy if energy is not None else float("nan"),
             }
         )
     return pd.DataFrame(rows)
+
+
+def stop_reasons(results: Iterable[ComboResult]) -> str:
+    """Why each combo's rounds stopped, each reason once with its combos: ``converged after 5 rounds (baseline);
+    time budget of 300 s spent after 257 rounds (fast)``. The first combo's reason alone read as the whole run's."""
+    combos: dict[str, list[str]] = {}
+    for r in results:
+        combos.setdefault(r.stop_reason or "not stopped", []).append(r.combo)
+    return "; ".join(f"{reason} ({', '.join(names)})" for reason, names in combos.items())
+
+
+def ddp_text(results: Sequence[DdpResult]) -> str:
+    """:func:`ddp_table` as printed by the bench and the suite: two decimals, and n/a where a figure does not apply."""
+    return ddp_table(results).to_string(index=False, float_format=lambda v: f"{v:.2f}", na_rep="n/a")
 
 
 # Columns of the Nsight Compute table: (metric key, column title, scale).

@@ -33,6 +33,7 @@ from meddpm.measure.processes.sides import sides_line
 from meddpm.measure.profiling.ncu import NcuProfile, NcuSettings, profile_combo
 from meddpm.measure.profiling.ncu_metrics import family_of
 from meddpm.model.config import ModelConfig
+from meddpm.report.tables import stop_reasons
 from meddpm.run.combos import get_combo
 from meddpm.suite.cases import CPU, CaseRecord, PerfCase
 from meddpm.suite.options import SuiteOptions
@@ -112,8 +113,7 @@ class Measuring:
             except KeyboardInterrupt:
                 self._keep_interrupted(key)
                 raise
-        stops = "; ".join(f"{combo} {r.stop_reason}" for combo, r in results.items())
-        self.write_line(f"meddpm: {preset} b{batch_size}: {stops}")
+        self.write_line(f"meddpm: {preset} b{batch_size}: {stop_reasons(results.values())}")
         for result in results.values():
             if result.compile:
                 self.write_line(f"meddpm: {result.compile_line()}")

@@ -20,7 +20,7 @@ from meddpm.errors import UserError, first_line
 from meddpm.judge.arch import KNOWN_ARCHS, detect_arch
 from meddpm.measure.processes.revision import check_sides
 from meddpm.report.explanation import case_first_line, explanation_lines
-from meddpm.report.tables import TERMINAL_TABLE, ddp_table, results_table
+from meddpm.report.tables import TERMINAL_TABLE, ddp_text, results_table
 from meddpm.suite.cases import CPU, PerfCase, RatioCase
 from meddpm.suite.options import add_options, inapplicable_options, parse_options
 from meddpm.suite.records import append_history, ncu_tables
@@ -77,12 +77,17 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SUITE] = SuiteRun(options, running, write_line)
 
 
+# What pytest-benchmark's tables are, in their titles.
+BENCHMARK_LABEL = "pytest-benchmark's own rounds, not read by the verdicts"
+
+
 def _drop(record: logging.LogRecord) -> bool:
     return False
 
 
 def _marks(arch: str, preset: str, batch_size: int) -> list[pytest.MarkDecorator]:
-    group = pytest.mark.benchmark(group=f"{arch} {preset} b{batch_size}")
+    # pytest-benchmark prints its own table, of its own few rounds, under the suite's: its title says whose it is.
+    group = pytest.mark.benchmark(group=f"{arch} {preset} b{batch_size}, {BENCHMARK_LABEL}")
     if arch == CPU:
         return [pytest.mark.cpu, group]
     return [pytest.mark.gpu, getattr(pytest.mark, arch), pytest.mark.slow, group]
@@ -253,10 +258,16 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     tr.section("meddpm performance")
     if measured.ddp_results:
         tr.write_line("data-parallel weak scaling (slowest rank per round):")
-        tr.write_line(ddp_table(measured.ddp_results).to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+        tr.write_line(ddp_text(measured.ddp_results))
     if measured.records:
         cases = [r.payload() for r in measured.records.values()]
         tr.write_line(results_table(cases, TERMINAL_TABLE).to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+        if config.pluginmanager.hasplugin("benchmark"):
+            tr.write_line(
+                "ms/iter: each case's median over its interleaved rounds, the figure every verdict judges; "
+                f"pytest-benchmark's tables below time {suite.options.benchmark_rounds} synchronised round(s) "
+                "of their own (--perf-benchmark-rounds), for its storage and --benchmark-compare; no verdict reads them"
+            )
     if measured.ncu_profiles:
         table, shares = ncu_tables(measured.ncu_profiles)
         tr.write_line("Nsight Compute, per iteration:")

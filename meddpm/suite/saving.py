@@ -153,7 +153,7 @@ def _ddp_case_baseline(result: DdpResult, env: dict[str, Any]) -> CaseBaseline:
         energy_j_per_iter=None if energy is None else round(energy, 2),
         energy_samples_j=[],
         tflops=0.0,
-        environment={**env, "backend": result.backend, "exposed_comm_ms": round(result.exposed_comm_ms, 3)},
+        environment={**env, "backend": result.backend, "exposed_comm_ms": _rounded(result.exposed_comm_ms)},
     )
 
 

@@ -65,9 +65,12 @@ def _card_limits(device: torch.device) -> dict[str, Any]:
 
 
 def git_output(args: list[str], cwd: Path, timeout_s: float = 10.0) -> str | None:
-    """git's output, stripped, or None where git is missing or fails."""
+    """git's output, stripped, or None where git is missing or fails; bytes that are not UTF-8 (a subject written in
+    another encoding) are replaced, never fatal."""
     try:
-        out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout_s)
+        out = subprocess.run(
+            ["git", *args], cwd=cwd, capture_output=True, encoding="utf-8", errors="replace", timeout=timeout_s
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip() if out.returncode == 0 else None

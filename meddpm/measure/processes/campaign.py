@@ -12,6 +12,7 @@ the process medians that verdicts use as their unit among their figures.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import dataclasses
 import os
 import signal
@@ -50,20 +51,33 @@ WORKER_OUTPUT = Kind(
     fix="a worker of this tree writes it; report this as a bug",
 )
 
+# Linux's prctl, resolved before any fork: a forked child may call only what is already loaded.
+_PRCTL = getattr(ctypes.CDLL(None, use_errno=True), "prctl", None) if sys.platform == "linux" else None
+_PR_SET_PDEATHSIG = 1
+
+
+class ProcessFailed(UserError):
+    """A measuring process failed; the processes that finished before it are kept in the campaign."""
+
+
+# The signals that end a run as Ctrl-C does (SIGHUP exists on POSIX only).
+_INTERRUPTING = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+
 # Processes a side in an A/B run unless told otherwise: with the measured 0.3 % between-process
 # spread, five a side find 95 % of 1 % slowdowns (docs/statistics.md).
 AB_PROCESSES = 5
 
 
 @contextlib.contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """For the span of the block, SIGTERM raises KeyboardInterrupt in the main thread, as Ctrl-C does.
+def signals_as_interrupt() -> Iterator[None]:
+    """For the span of the block, SIGTERM and SIGHUP raise KeyboardInterrupt in the main thread, as Ctrl-C does.
 
-    Python's default SIGTERM ends the process at once and runs no ``finally``: an A/B's extracted revision
+    Python's default for both ends the process at once and runs no ``finally``: an A/B's extracted revision
     and a worker's folder stayed behind, and a running worker process went on alone. Raised as an
-    interrupt, it runs the cleanup a Ctrl-C runs (``subprocess.run`` kills its child on any
-    exception), and the suite and the bench keep what was measured as they do after a Ctrl-C.
-    Outside the main thread no handler can be set, and the block runs as it is.
+    interrupt, they run the cleanup a Ctrl-C runs (the running worker is killed and reaped), and the suite
+    and the bench keep what was measured as they do after a Ctrl-C. SIGHUP is a closed terminal or a
+    dropped ssh session: the user did not ask to keep the run going. Outside the main thread no handler
+    can be set, and the block runs as it is.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -72,12 +86,13 @@ def sigterm_as_interrupt() -> Iterator[None]:
     def interrupt(signum: int, frame: object) -> None:
         raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
 
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    previous = {signum: signal.signal(signum, interrupt) for signum in _INTERRUPTING}
     try:
         yield
     finally:
-        # None: a handler set outside Python, which cannot be set back; the default is the nearest.
-        signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+        for signum, handler in previous.items():
+            # None: a handler set outside Python, which cannot be set back; the default is the nearest.
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
 
 def paired(sources: Sequence[Source], index: int) -> list[Source]:
@@ -155,19 +170,24 @@ class ProcessCampaign:
         Each source's first process also measures energy, where the settings ask for it: one block a combo
         (about 12 s), not one a process, which would push a nightly run past 10 minutes. With
         ``until_detectable``, later processes measure only the combos that have not reached it.
-        Interrupted (Ctrl-C or SIGTERM), the running worker is killed and the measurements keep the
-        processes that finished, for the caller to write as a partial run.
+        Interrupted (Ctrl-C, SIGTERM or SIGHUP), the running worker is killed and the measurements keep the
+        processes that finished, for the caller to write as a partial run; so they do when a worker fails
+        (:class:`ProcessFailed`, which says which process).
         """
         notify = on_progress or (lambda _: None)
         pending, planned, done = list(self.combos), self.processes * len(self.sources), 0
-        with sigterm_as_interrupt():
+        with signals_as_interrupt():
             for index in range(self.processes):
                 for source in paired(self.sources, index):
                     measured = self.measurements(source)
                     first = source.label not in self._started
                     self._started.add(source.label)
                     started = time.monotonic()
-                    results = self._run_worker(source, pending, energy=first)
+                    try:
+                        results = self._run_worker(source, pending, energy=first)
+                    except UserError as exc:
+                        which = f"measuring process {done + 1}/{planned}, of {source.label},"
+                        raise ProcessFailed(f"{which} failed: {exc}") from None
                     for result in results:
                         measured[result.combo].runs.append(result)
                     wall_s = time.monotonic() - started
@@ -226,11 +246,11 @@ class ProcessCampaign:
             ]
             proc = run_to_the_end(cmd, harness_root(), worker_environment(source.env), self.timeout_s)
             if proc.returncode != 0 or not out.exists():
-                raise UserError(f"a measuring process of {source.label} failed: {_last_error(proc.stderr)}")
+                raise UserError(_last_error(proc.stderr))
             try:
                 document = load_one(out, WORKER_OUTPUT)
             except DocumentError as exc:
-                raise UserError(f"the measuring process of {source.label} wrote {exc.problem}; {exc.fix}") from None
+                raise UserError(f"it wrote {exc.problem}; {exc.fix}") from None
         for role, expected in (("harness", harness_root()), ("workload", source.workload)):
             imported = Path(document[role]).resolve()
             if imported != (expected / "meddpm").resolve():
@@ -244,9 +264,19 @@ def run_to_the_end(cmd: list[str], cwd: Path, env: dict[str, str], timeout_s: fl
     """Run a worker to its end; one cut short (Ctrl-C, SIGTERM, the timeout) is killed and reaped before this returns.
 
     ``subprocess.run`` waits only a quarter of a second for a child it killed on a KeyboardInterrupt,
-    so a worker still dying then outlived the run as a zombie holding its GPU context.
+    so a worker still dying then outlived the run as a zombie holding its GPU context. Where this process
+    dies without running that (SIGKILL, the OOM killer), the kernel kills the worker (Linux).
     """
-    with subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+    with subprocess.Popen(
+        cmd,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,  # a worker reads nothing; an interactive one must not wait on the terminal
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_die_with_parent,
+    ) as proc:
         try:
             stdout, stderr = proc.communicate(timeout=timeout_s)
         except BaseException:
@@ -254,6 +284,13 @@ def run_to_the_end(cmd: list[str], cwd: Path, env: dict[str, str], timeout_s: fl
             proc.wait()
             raise
     return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
+
+
+def _die_with_parent() -> None:
+    """In the forked child: the kernel kills it when its parent dies, even by SIGKILL, which runs no cleanup of ours;
+    an orphaned worker would go on measuring and hold its GPU."""
+    if _PRCTL is not None:
+        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def harness_root() -> Path:

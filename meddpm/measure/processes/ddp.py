@@ -73,12 +73,13 @@ class DdpResult:
         return float(np.median([max(r) for r in zip(*self.rank_no_sync_ms)]))
 
     @property
-    def exposed_comm_ms(self) -> float:
+    def exposed_comm_ms(self) -> float | None:
         """Iteration time the gradient sync adds: its own copies, and the communication backward did not hide.
 
-        At world size 1 there is no communication: what remains is the sync's own work (docs/ddp.md).
+        None at world size 1: no gradient is communicated, and the difference left (the sync's own packing,
+        or noise) read as a communication cost that does not exist (docs/ddp.md).
         """
-        return self.median_ms - self.no_sync_median_ms
+        return None if self.world_size == 1 else self.median_ms - self.no_sync_median_ms
 
     @property
     def samples_per_s(self) -> float:

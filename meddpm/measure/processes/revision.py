@@ -14,33 +14,63 @@ import dataclasses
 import io
 import shutil
 import subprocess
+import sys
 import tarfile
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from meddpm.errors import UserError
+from meddpm.errors import UserError, printable
 from meddpm.measure.campaign.protocol import Source
 from meddpm.measure.machine.environment import git_output
 from meddpm.measure.processes.campaign import (
     harness_root,
     run_to_the_end,
-    sigterm_as_interrupt,
+    signals_as_interrupt,
     worker_command,
     worker_environment,
 )
-from meddpm.measure.processes.sides import ENV_OPTION, PYTHON_OPTION, SAME, OtherSide, check_python
+from meddpm.measure.processes.sides import (
+    ENV_OPTION,
+    PYTHON_OPTION,
+    SAME,
+    OtherSide,
+    check_environment,
+    check_python,
+)
 from meddpm.measure.processes.worker import UNDRIVABLE
 from meddpm.measure.processes.workload import WORKLOAD_ROOMS
 
 
-def checkout_root() -> Path:
-    """The git checkout this ``meddpm`` package was imported from, or a UserError."""
+class Undrivable(UserError):
+    """A revision this harness cannot drive; ``reason`` says why, for a bisection that skips it and goes on."""
+
+    def __init__(self, message: str, reason: str):
+        super().__init__(message)
+        self.reason = reason
+
+
+def checkout_root(option: str = "--compare-to") -> Path:
+    """The git checkout this ``meddpm`` package was imported from, or a UserError naming ``option``."""
     root = harness_root()
     top = _git(["rev-parse", "--show-toplevel"], root)
-    if top is None or Path(top).resolve() != root:
-        raise UserError(f"--compare-to needs meddpm imported from a git checkout (pip install -e .), not from {root}")
+    if top is None:
+        raise UserError(f"{option} needs meddpm imported from a git checkout (pip install -e .), not from {root}")
+    if Path(top).resolve() != root:
+        raise UserError(
+            f"{option}: meddpm/ must sit at the root of its git repository, but {root} is a folder inside the "
+            f"repository {top}; clone meddpm-perf on its own and install it from there (pip install -e .)"
+        )
     return root
+
+
+def revisions_root(option: str) -> Path:
+    """Where ``option`` looks its revisions up: the git checkout of meddpm-perf the user stands in (a clone beside
+    the one the package was imported from, say), else the checkout the package was imported from."""
+    here = _git(["rev-parse", "--show-toplevel"], Path.cwd())
+    if here is not None and (Path(here) / "meddpm" / "__init__.py").is_file():
+        return Path(here).resolve()
+    return checkout_root(option)
 
 
 def working_tree(root: Path) -> Source:
@@ -59,9 +89,14 @@ def working_tree(root: Path) -> Source:
 def resolve_revision(rev: str, root: Path, option: str = "--compare-to") -> str:
     """The commit ``rev`` names, or a one-line UserError naming ``option``."""
     sha = _git(["rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], root)
-    if sha is None:
-        raise UserError(f"{option}: unknown revision {rev!r}; give a commit, branch or tag that git knows")
-    return sha
+    if sha is not None:
+        return sha
+    if _git(["rev-parse", "--is-shallow-repository"], root) == "true":
+        raise UserError(
+            f"{option}: unknown revision {rev!r} in {root}, a shallow clone (its history is cut short); "
+            "deepen it with git fetch --unshallow (or --deepen=N), then run again"
+        )
+    raise UserError(f"{option}: unknown revision {rev!r}; give a commit, branch or tag that git knows (in {root})")
 
 
 def check_revision(rev: str, root: Path, option: str = "--compare-to", other: OtherSide = SAME) -> str:
@@ -77,6 +112,8 @@ def check_revision(rev: str, root: Path, option: str = "--compare-to", other: Ot
 def check_sides(compare_to: str | None, other: OtherSide) -> None:
     """Refuse, in one line and before any measuring, an A/B whose side B cannot run: ``compare_to``'s revision, or
     this tree's workload, driven once under ``other``'s interpreter and environment."""
+    if other.env:
+        check_environment(other.python or sys.executable, other.env, worker_environment)
     if other.python is not None:
         check_python(other.python, worker_environment(other.env))
     if compare_to is not None:
@@ -90,33 +127,50 @@ def check_sides(compare_to: str | None, other: OtherSide) -> None:
 
 
 @contextlib.contextmanager
-def revision(rev: str, root: Path, option: str = "--compare-to", other: OtherSide = SAME) -> Iterator[Source]:
+def revision(
+    rev: str, root: Path, option: str = "--compare-to", other: OtherSide = SAME, *, reach: bool = True
+) -> Iterator[Source]:
     """``rev``'s workload extracted into a temporary folder for as long as the block runs, checked drivable under
-    ``other``'s interpreter and environment, which its workers run under.
+    ``other``'s interpreter and environment, which its workers run under; else :class:`Undrivable`, whose message
+    names the first later commit this harness drives where ``reach`` (one drive check more).
 
-    A SIGTERM meanwhile is an interrupt (:func:`sigterm_as_interrupt`), so the folder goes as it does after a Ctrl-C.
+    A SIGTERM or SIGHUP meanwhile is an interrupt (:func:`signals_as_interrupt`), so the folder goes as it does after
+    a Ctrl-C.
     """
     sha = resolve_revision(rev, root, option)
-    with sigterm_as_interrupt(), extracted(sha, root) as tree:
-        problem = undrivable(tree, other)
+    with signals_as_interrupt(), contextlib.ExitStack() as stack:
+        try:
+            tree = stack.enter_context(extracted(sha, root))
+            problem = undrivable(tree, other)
+        except Undrivable as exc:  # no meddpm/, or a link out of it
+            problem = exc.reason
         if problem is not None:
-            raise UserError(f"{option}: {rev} ({sha[:9]}) {problem}; {drivable_from(sha, root, other)}")
+            where = f"; {drivable_from(sha, root, other)}" if reach else ""
+            raise Undrivable(f"{option}: {rev} ({sha[:9]}) {problem}{where}", problem)
         named = sha[:9] if sha.startswith(rev) else f"{rev} ({sha[:9]})"
         yield Source(other.label(named), tree, sha, other.python, other.env)
 
 
 @contextlib.contextmanager
 def extracted(sha: str, root: Path) -> Iterator[Path]:
-    """A temporary folder holding commit ``sha``'s ``meddpm/``, removed when the block ends."""
+    """A temporary folder holding commit ``sha``'s ``meddpm/``, removed when the block ends; :class:`Undrivable`
+    for a commit without one, or whose ``meddpm/`` holds a link that points outside it."""
     folder = Path(tempfile.mkdtemp(prefix="meddpm-ab-"))
     try:
+        if _git(["cat-file", "-e", f"{sha}:meddpm"], root) is None:
+            raise Undrivable(f"{sha[:9]} has no meddpm/ folder", "has no meddpm/ folder")
         archive = subprocess.run(
             ["git", "archive", "--format=tar", sha, "meddpm"], cwd=root, capture_output=True, timeout=120
         )
         if archive.returncode != 0:
-            raise UserError(f"git could not extract meddpm/ of {sha[:9]}: {archive.stderr.decode().strip()}")
+            reason = archive.stderr.decode(errors="replace").strip()
+            raise UserError(f"git could not extract meddpm/ of {sha[:9]}: {reason}")
         with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
-            tar.extractall(folder, filter="data")
+            try:
+                tar.extractall(folder, filter="data")
+            except tarfile.FilterError as exc:  # a link out of the tree: the "data" filter refuses to follow it
+                reason = f"holds a link that points outside meddpm/ ({exc.tarinfo.name} -> {exc.tarinfo.linkname})"
+                raise Undrivable(f"{sha[:9]} {reason}", reason) from None
         yield folder
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -145,7 +199,7 @@ def drivable_from(sha: str, root: Path, other: OtherSide = SAME) -> str:
     if start == len(line):
         return "no later commit up to HEAD has the workload's rooms; compare HEAD against a later one"
     first = line[start]
-    subject = _git(["log", "-1", "--format=%s", first], root) or ""
+    subject = printable(_git(["log", "-1", "--format=%s", first], root) or "")
     with extracted(first, root) as tree:
         if undrivable(tree, other) is None:
             return f"the first commit after it that this harness drives is {first[:9]} ({subject}); compare against it"

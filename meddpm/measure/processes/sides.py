@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,9 @@ OLDEST_PYTHON = (3, 10)
 # Runs on any Python 3: its version first, then torch's import (the first thing a worker needs that a bare
 # interpreter lacks); the traceback's last line says why it failed.
 _PROBE = "import sys; print('%d.%d.%d' % sys.version_info[:3], flush=True); import torch; print(torch.__version__)"
+# Says whether Python started and whether it stays interactive after its script (PYTHONINSPECT), which turns a
+# worker's exit status into a traceback and waits on a terminal for commands.
+_START_PROBE = "import sys; print('started', sys.flags.inspect)"
 
 
 @dataclass(frozen=True)
@@ -95,7 +98,9 @@ def check_python(python: str, env: Mapping[str, str]) -> None:
     the workload once with it (:func:`meddpm.measure.processes.revision.check_sides`).
     """
     try:
-        probe = subprocess.run([python, "-c", _PROBE], env=dict(env), capture_output=True, text=True, timeout=300)
+        probe = subprocess.run(
+            [python, "-c", _PROBE], env=dict(env), stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         reason = exc.strerror if isinstance(exc, OSError) else f"no answer in {exc.timeout:.0f} s"
         fix = "give the path of a Python interpreter"
@@ -110,6 +115,45 @@ def check_python(python: str, env: Mapping[str, str]) -> None:
     if probe.returncode != 0:
         reason = (probe.stderr.strip().splitlines() or ["no output"])[-1]
         raise UserError(f"{PYTHON_OPTION} {python} cannot import torch: {reason}; install torch in its environment")
+
+
+def check_environment(
+    python: str, env: Sequence[tuple[str, str]], environment: Callable[[Sequence[tuple[str, str]]], Mapping[str, str]]
+) -> None:
+    """A one-line UserError, naming the variable, when side B's variables ``env`` stop ``python`` from starting or
+    from running a script as a worker does; ``environment`` makes a worker's environment of such variables.
+
+    Without it, such a variable showed as the workload's fault, with Python's last words (``<no Python frame>``).
+    """
+    problem = _start_problem(python, environment(env))
+    if problem is None:
+        return
+    alone = next(((pair, found) for pair in env if (found := _start_problem(python, environment([pair])))), None)
+    culprit, problem = alone if alone else (None, problem)
+    which = f"{culprit[0]}={culprit[1]}" if culprit else f"{describe_env(env)}, together"
+    raise UserError(f"{ENV_OPTION}: side B's environment {problem} ({which}); fix or drop that variable")
+
+
+def _start_problem(python: str, env: Mapping[str, str]) -> str | None:
+    """What stops ``python`` from running a script under ``env``, in words, or None."""
+    try:
+        probe = subprocess.run(
+            [python, "-c", _START_PROBE],
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None  # the interpreter itself: check_python says so
+    if probe.returncode != 0 or not probe.stdout.startswith("started"):
+        lines = probe.stderr.strip().splitlines()
+        fatal = [line for line in lines if line.startswith("Fatal Python error")]
+        return f"stops Python from starting: {(fatal or lines or ['no output'])[-1]}"
+    if probe.stdout.split()[1:] != ["0"]:
+        return "keeps Python interactive after its script (as python -i), which no worker can run under"
+    return None
 
 
 def _version(text: str) -> tuple[int, ...] | None:

@@ -22,6 +22,7 @@ nothing behind when their block ends.
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -82,6 +83,10 @@ def profile_iteration(step: Callable[[], object], device: torch.device, flops: i
     """Profile one call of ``step`` (a warmed-up training iteration) on ``device``; ``flops``: its FLOPs, if known."""
     from torch.profiler import ProfilerActivity, profile
 
+    # Kineto prints "USDT: ... profiler_start" and "profiler_stop" on stderr for every profile on a CPU, at the
+    # highest of its levels: only a level above them (read when the profiler first starts) keeps stderr for our
+    # lines. A level the user set stays.
+    os.environ.setdefault("KINETO_LOG_LEVEL", "6")
     cuda = device.type == "cuda"
     activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])]
     if cuda:
