@@ -23,7 +23,7 @@ from plotly.offline import get_plotlyjs
 
 from meddpm.atomic import write_text_atomic
 from meddpm.history.changepoints import ALL_CASES, RULES, Step
-from meddpm.history.html_parts import PLOTLY_JS, CommitLinks, page, slug, table
+from meddpm.history.html_parts import PLOTLY_JS, CommitLinks, page, page_name, slug, table
 from meddpm.history.models import Run
 from meddpm.history.run_pages import ab_runs_table, recent_runs_table, run_href, write_run_pages
 from meddpm.history.series import METRICS, EnvironmentChange
@@ -68,7 +68,7 @@ def write_site(
     pages = [out / "index.html"]
     write_text_atomic(pages[0], _index(frame, steps, archs, runs, links, database, stamp))
     for arch in archs:
-        arch_page = out / f"{slug(arch)}.html"
+        arch_page = out / f"{page_name(arch)}.html"
         rows = frame[frame["arch"] == arch]
         arch_steps = [s for s in steps if s.arch == arch]
         arch_changes = [c for c in changes if c.arch == arch]
@@ -93,7 +93,7 @@ def _index(
         latest = trend.iloc[-1]
         rows.append(
             [
-                f'<a href="{slug(arch)}.html">{html.escape(arch)}</a>',
+                f'<a href="{page_name(arch)}.html">{html.escape(arch)}</a>',
                 len(trend),
                 f"{latest['started_at']:%Y-%m-%d %H:%M}",
                 links.commit(str(latest["commit"])),

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import html
 import re
+import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -45,6 +47,18 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower() or "x"
 
 
+def page_name(key: str) -> str:
+    """A file name (without ``.html``) for an architecture key, distinct for distinct keys.
+
+    A key of lower-case letters, digits, ``_`` and ``-`` is its own name; any other (``cpu-ü``, ``H100``) gets a
+    hash of itself after its slug, so that ``cpu`` and ``cpu-ü`` never share a page, on case-insensitive file
+    systems too.
+    """
+    if re.fullmatch(r"[a-z0-9_-]+", key):
+        return key
+    return f"{slug(key)}~{hashlib.sha256(key.encode()).hexdigest()[:8]}"
+
+
 def revision(commit: str) -> str | None:
     """A stored commit as git names it (12 digits, without the mark of a dirty tree); None where unknown."""
     bare = commit.removesuffix(DIRTY)
@@ -65,11 +79,16 @@ class CommitLinks:
         """Links into ``repo_url`` (http or https), or a one-line UserError."""
         if repo_url is None:
             return cls()
+        fix = "give the repository's web address, such as https://github.com/OWNER/REPO"
         if not re.fullmatch(r"https?://[^\s/]+(/[^\s]*)?", repo_url):
-            raise UserError(
-                f"--repo-url {repo_url!r} is not a web address; give the repository's, "
-                "such as https://github.com/OWNER/REPO"
-            )
+            raise UserError(f"--repo-url {repo_url!r} is not a web address; {fix}")
+        # Commit pages are URL/commit/SHA: a query or a fragment would end up in the middle of every link.
+        if "?" in repo_url or "#" in repo_url:
+            raise UserError(f"--repo-url {repo_url!r} has a query or a fragment (?, #), which links cannot hold; {fix}")
+        try:
+            urllib.parse.urlsplit(repo_url).port  # noqa: B018 - urlsplit reads the port only when asked, and refuses a bad one then
+        except ValueError:
+            raise UserError(f"--repo-url {repo_url!r} has a port that is no number from 0 to 65535; {fix}") from None
         return cls(repo_url.rstrip("/"))
 
     def commit(self, commit: str) -> str:

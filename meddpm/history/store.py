@@ -278,6 +278,11 @@ def _check_sqlite_path(path: Path, create: bool) -> None:
     if path.is_dir():
         raise UserError(f"{path} is a directory; give the history database a file path such as {path / DEFAULT_DB}")
     if path.exists():
+        # Opening a FIFO waits for a writer forever, deaf to Ctrl-C; a device or socket is no database either.
+        if not path.is_file():
+            raise UserError(
+                f"{path} is not a regular file (a FIFO, a socket or a device); give the history database's file path"
+            )
         return
     if not create:
         raise UserError(f"no history database at {path}; create one with 'meddpm-history import' or --history")
