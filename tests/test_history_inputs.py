@@ -91,3 +91,72 @@ def test_a_repo_url_no_link_can_follow_is_refused_in_one_line(tmp_path, capsys, 
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"meddpm-history: error: --repo-url {url!r} {problem}"), err
     assert "https://github.com/OWNER/REPO" in err[0]
+
+
+def _edited(file: Path, edit) -> Path:
+    document = json.loads(file.read_text())
+    edit(document)
+    file.write_text(json.dumps(document))
+    return file
+
+
+def _set(path: tuple, value):
+    def edit(document):
+        target = document
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = value
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    "path, value, message",
+    [
+        (("cases", 0, "batch_size"), float("inf"), "paper/baseline: batch_size = Infinity, which must be a whole"),
+        (("cases", 0, "batch_size"), 10**20, "paper/baseline: batch_size = 100000000000000000000, which must be"),
+        (("cases", 0, "batch_size"), 1.5, "paper/baseline: batch_size = 1.5, which must be a whole number"),
+        (("cases", 0, "peak_allocated_bytes"), 1e20, "peak_allocated_bytes holds 1e+20; it must be a whole number"),
+        (("cases", 0, "stats", "median"), 1e308, "stats.median holds 1e+308, beyond any measurement"),
+        (("cases", 0, "energy_j_per_iter"), 1e300, "energy_j_per_iter holds 1e+300, beyond any measurement"),
+        (("environment", "gpu_name"), "G" * 300, "the run's gpu_name is 300 characters long; the history keeps at"),
+    ],
+    ids=["inf-batch", "huge-batch", "half-batch", "huge-bytes", "huge-median", "huge-energy", "long-text"],
+)
+def test_numbers_that_do_not_fit_refuse_their_file_and_the_rest_of_the_batch_goes_in(
+    tmp_path, capsys, path, value, message
+):
+    files = write_runs(tmp_path / "runs", 3)
+    bad = _edited(files[1], _set(path, value))
+    db = tmp_path / "h.sqlite"
+    assert main(["import", "--db", str(db), *map(str, files)]) == 1
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"meddpm-history: {bad}: ") and message in lines[0], lines
+    assert "3 file(s) read, 1 skipped: 2 run(s) added" in out
+
+
+def test_a_ddp_world_size_that_does_not_fit_is_one_line(tmp_path, capsys):
+    (file,) = write_runs(tmp_path / "runs", 1)
+    ddp = {"preset": "tiny", "combo": "baseline", "batch_per_rank": 1, "world_size": 1e400, "median_ms": 3.0}
+    _edited(file, _set(("ddp",), [{**ddp, "rank_samples_ms": [[3.0, 3.1]]}]))
+    assert main(["import", "--db", str(tmp_path / "h.sqlite"), str(file)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"meddpm-history: {file}: tiny/baseline (DDP): world_size = Infinity, which must be a whole number "
+        "from 1 to 2147483647"
+    ]
+
+
+def _corrupt_database(path: Path) -> None:
+    path.write_bytes(b"SQLite format 3\x00" + b"\xff" * 4000)
+
+
+def test_importing_from_a_corrupt_database_creates_no_new_one(tmp_path, capsys):
+    source = tmp_path / "runner.sqlite"
+    _corrupt_database(source)
+    db = tmp_path / "new.sqlite"
+    assert main(["import", "--db", str(db), str(source)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"meddpm-history: {source}: history database {source}: "), err
+    assert not db.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["runner.sqlite"]

@@ -14,9 +14,9 @@ from meddpm.errors import UserError, run_command
 from meddpm.history.changepoints import OPEN_WINDOW, Step, detect
 from meddpm.history.dashboard import write_site
 from meddpm.history.html_parts import CommitLinks
-from meddpm.history.importer import expand, import_files
+from meddpm.history.importer import expand, read_files, store_runs
 from meddpm.history.series import case_frame, environment_changes
-from meddpm.history.store import DEFAULT_DB, ENV_VAR, HistoryStore, resolve_target
+from meddpm.history.store import DEFAULT_DB, ENV_VAR, HistoryStore, database_url, resolve_target
 
 PROG = "meddpm-history"
 
@@ -95,14 +95,19 @@ def _import(target: str, files: Sequence[Path]) -> int:
     if not expand(files):
         named = ", ".join(str(f) for f in files)
         raise UserError(f"nothing to import: {named} holds no .json file; give results files or folders of them")
-    with HistoryStore.open(target) as store:
-        report = import_files(store, files)
+    database_url(target)  # a mistyped URL is refused before any file is read
+    report, runs = read_files(files)
+    label = target
+    if runs:  # else nothing is stored, and no database is created for it
+        with HistoryStore.open(target) as store:
+            store_runs(store, report, runs)
+            label = store.label
     for line in [*report.notes, *report.problems]:
         print(f"{PROG}: {line}", file=sys.stderr)
     skipped = f", {len(report.problems)} skipped" if report.problems else ""
     print(
         f"{PROG}: {report.files} file(s) read{skipped}: {report.added} run(s) added, "
-        f"{report.present} already in {store.label}"
+        f"{report.present} already in {label}"
     )
     return 1 if report.problems else 0
 

@@ -85,6 +85,21 @@ def read_runs(path: Path) -> list[Run]:
 
 def import_files(store: HistoryStore, paths: Sequence[Path]) -> ImportReport:
     """Read every file, then store all their runs in one transaction; see :class:`ImportReport`."""
+    report, runs = read_files(paths)
+    store_runs(store, report, runs)
+    return report
+
+
+def store_runs(store: HistoryStore, report: ImportReport, runs: Sequence[Run]) -> None:
+    """Store ``runs`` (read by :func:`read_files`) in one transaction, counting them into ``report``."""
+    if runs:
+        result = store.add(runs)
+        report.added, report.present = result.added, result.present
+
+
+def read_files(paths: Sequence[Path]) -> tuple[ImportReport, list[Run]]:
+    """Every run in ``paths``, and what reading them found; nothing is stored yet, so a batch that holds no
+    run (a corrupt database, files that are all refused) need not create the database it was meant for."""
     report = ImportReport()
     runs: list[Run] = []
     for path, named in expand(paths):
@@ -103,10 +118,7 @@ def import_files(store: HistoryStore, paths: Sequence[Path]) -> ImportReport:
         if not found:
             report.notes.append(f"{path}: no timed cases, nothing to store")
         runs.extend(found)
-    if runs:
-        result = store.add(runs)
-        report.added, report.present = result.added, result.present
-    return report
+    return report, runs
 
 
 def _line(path: Path, problem: UserError) -> str:
