@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -160,3 +161,99 @@ def test_importing_from_a_corrupt_database_creates_no_new_one(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"meddpm-history: {source}: history database {source}: "), err
     assert not db.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["runner.sqlite"]
+
+
+def _corrupt_rows(db: Path) -> int:
+    """A hand edit of a stored history: malformed JSON in run 2, a date that is no date in run 3, a text where
+    run 4's first case keeps its median (that case's row id is returned)."""
+    connection = sqlite3.connect(db)
+    with connection:
+        connection.execute("UPDATE runs SET options = '{\"processes\": 1' WHERE id = 2")
+        connection.execute("UPDATE runs SET started_at = 'yesterday' WHERE id = 3")
+        first_case = connection.execute("SELECT min(id) FROM case_results WHERE run_id = 4").fetchone()[0]
+        connection.execute("UPDATE case_results SET median_ms = 'fast' WHERE id = ?", (first_case,))
+    connection.close()
+    return first_case
+
+
+def _corrupt_lines(first_case: int) -> list[str]:
+    return [
+        "runs row 2: options holds '{\"processes\": 1', which is no JSON object; the run is left out",
+        "runs row 3: started_at holds 'yesterday', which is no date and time; the run is left out",
+        f"case_results row {first_case} (run 4): median_ms holds 'fast', which is no finite number; "
+        "the case is left out",
+    ]
+
+
+@pytest.fixture
+def corrupt_history(tmp_path):
+    from meddpm.history.last_good import last_good  # noqa: F401 - imported before the rows are edited
+
+    files = write_runs(tmp_path / "runs", 6)
+    for night, file in enumerate(files):
+        _edited(file, _set(("environment", "commit"), f"{night:04x}" + "a" * 36))
+    db = tmp_path / "h.sqlite"
+    assert main(["import", "--db", str(db), *map(str, files)]) == 0
+    first_case = _corrupt_rows(db)
+    return db, _corrupt_lines(first_case)
+
+
+@pytest.mark.parametrize("command", [["check"], ["report", "--out", "{tmp}/site"]])
+def test_corrupt_rows_are_a_line_each_and_the_rest_is_read(tmp_path, capsys, corrupt_history, command):
+    db, lines = corrupt_history
+    capsys.readouterr()
+    assert main([*(a.replace("{tmp}", str(tmp_path)) for a in command), "--db", str(db)]) == 0
+    out, err = capsys.readouterr()
+    assert err.strip().splitlines() == [f"meddpm-history: {db}: {line}" for line in lines]
+    if command == ["check"]:
+        assert "4 run(s) of 1 architecture(s)" in out
+
+
+def test_importing_from_a_database_with_corrupt_rows_takes_the_rest(tmp_path, capsys, corrupt_history):
+    db, lines = corrupt_history
+    capsys.readouterr()
+    merged = tmp_path / "merged.sqlite"
+    assert main(["import", "--db", str(merged), str(db)]) == 1
+    out, err = capsys.readouterr()
+    assert err.strip().splitlines() == [f"meddpm-history: {db}: {line}" for line in lines]
+    assert "1 file(s) read, 3 skipped: 4 run(s) added" in out
+    with HistoryStore.open(str(merged), create=False) as store:
+        assert sorted(len(run.cases) for run in store.runs()) == [5, 6, 6, 6]
+
+
+def test_the_last_good_lookup_reads_past_corrupt_rows(capsys, corrupt_history):
+    from meddpm.history.last_good import last_good
+
+    db, lines = corrupt_history
+    capsys.readouterr()
+    good = last_good(str(db), "a100", "suite")
+    assert good.run_id == 6
+    assert capsys.readouterr().err.strip().splitlines() == [f"history {db}: {line}" for line in lines]
+
+
+def test_a_locked_history_is_said_once_with_a_line_while_waiting_and_no_advice_about_history(
+    tmp_path, capsys, monkeypatch, corrupt_history
+):
+    from meddpm.history import store
+    from meddpm.history.last_good import LAST_GOOD, compare_to_last_good
+
+    db, _ = corrupt_history
+    monkeypatch.setattr(store, "_BUSY_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(store, "_QUIET_WAIT_S", 0.05)
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("PRAGMA locking_mode = EXCLUSIVE")
+    holder.execute("BEGIN EXCLUSIVE")
+    holder.execute("UPDATE runs SET host = 'busy'")
+    capsys.readouterr()
+    try:
+        with pytest.raises(store.HistoryLocked) as caught:
+            compare_to_last_good(LAST_GOOD, str(db), "a100", "suite", 3)
+    finally:
+        holder.close()
+    assert str(caught.value) == (
+        f"history database {db} is locked by another process (waited 0.2 s); "
+        "try again once it has finished (an import or a run appending to it)"
+    )
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"history database {db} is locked by another process; waiting up to 0.2 s"
+    ]

@@ -76,6 +76,8 @@ def run(argv: Sequence[str] | None = None) -> int:
     with HistoryStore.open(target, create=False) as store:
         runs = store.runs()
         label = store.label
+    for line in store.skipped:
+        print(f"{PROG}: {label}: {line}", file=sys.stderr)
     frame = case_frame(runs)
     steps = detect(frame, window=args.window)
     if args.command == "check":

@@ -61,8 +61,9 @@ def _what_it_is(path: Path) -> str:
     return "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a special file"
 
 
-def read_runs(path: Path) -> list[Run]:
-    """The runs in one file: a results JSON (one run) or another history database (all of its runs).
+def read_runs(path: Path) -> tuple[list[Run], list[str]]:
+    """The runs in one file: a results JSON (one run) or another history database (all of its runs that read
+    back), and a line for each row of such a database left out as corrupt.
 
     Raises a one-line UserError when the file cannot be used: a DocumentError names the file, the rest do not.
     """
@@ -74,13 +75,13 @@ def read_runs(path: Path) -> list[Run]:
         raise UserError(f"cannot read it ({exc.strerror})") from None
     if head == _SQLITE_MAGIC:
         with HistoryStore.open(str(path), create=False) as other:
-            return [copy_run(run) for run in other.runs()]
+            return [copy_run(run) for run in other.runs()], other.skipped
     document = read_json(path, RESULTS_KINDS[0].fix)
     if isinstance(document, dict) and document.get("schema") in _RESULTS_SCHEMAS and document.get("ncu"):
         cases = document.get("cases", document.get("results"))
         if isinstance(cases, list) and not cases and not document.get("ddp"):
-            return []  # an Nsight Compute-only session: a valid run that timed nothing
-    return [run_from_document(document, str(path))]
+            return [], []  # an Nsight Compute-only session: a valid run that timed nothing
+    return [run_from_document(document, str(path))], []
 
 
 def import_files(store: HistoryStore, paths: Sequence[Path]) -> ImportReport:
@@ -108,14 +109,15 @@ def read_files(paths: Sequence[Path]) -> tuple[ImportReport, list[Run]]:
             continue
         report.files += 1
         try:
-            found = read_runs(path)
+            found, corrupt = read_runs(path)
         except ForeignDocument as exc:
             (report.problems if named else report.notes).append(_line(path, exc))
             continue
         except UserError as exc:
             report.problems.append(_line(path, exc))
             continue
-        if not found:
+        report.problems.extend(f"{path}: {line}" for line in corrupt)
+        if not found and not corrupt:
             report.notes.append(f"{path}: no timed cases, nothing to store")
         runs.extend(found)
     return report, runs

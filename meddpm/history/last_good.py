@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +21,7 @@ from meddpm.errors import UserError
 from meddpm.history.changepoints import detect
 from meddpm.history.models import Run
 from meddpm.history.series import TREND_KINDS, case_frame, run_processes
-from meddpm.history.store import DEFAULT_DB, HistoryStore, resolve_target
+from meddpm.history.store import DEFAULT_DB, HistoryLocked, HistoryStore, resolve_target
 from meddpm.judge.drift import Attribution, attribute, environment_differences
 from meddpm.judge.verdict import Verdict
 
@@ -96,6 +97,8 @@ def compare_to_last_good(
         return None
     try:
         return last_good(target, arch, kind, processes)
+    except HistoryLocked:
+        raise  # the lookup in any number of processes would wait for the same lock again
     except UserError:
         return last_good(target, arch, kind)
 
@@ -114,6 +117,10 @@ def last_good(target: str | None, arch: str, kind: str, processes: int | None = 
         with HistoryStore.open(database, create=False) as store:
             runs = store.runs()
             label = store.label
+        for line in store.skipped:
+            print(f"history {label}: {line}", file=sys.stderr)
+    except HistoryLocked:
+        raise  # a lock is no missing history: running the suite with --history would not help
     except UserError as exc:
         raise UserError(f"no last good run: {exc}; {_FIX}") from None
     wanted = " ".join(filter(None, [kind, "run", f"in {processes} process(es)" if processes else ""]))

@@ -13,6 +13,7 @@ import os
 import random
 import re
 import sqlite3
+import sys
 import time
 import urllib.parse
 from collections.abc import Iterator, Sequence
@@ -27,16 +28,19 @@ from alembic.util.exc import CommandError
 from sqlalchemy import Engine, create_engine, event, inspect, select, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError, OperationalError, SQLAlchemyError
-from sqlalchemy.orm import Session, selectinload
+from sqlalchemy.orm import Session
 
 from meddpm.errors import UserError, first_line
 from meddpm.history.models import CaseResult, Run
+from meddpm.history.rows import read_runs
 
 ENV_VAR = "MEDDPM_HISTORY"
 DEFAULT_DB = "perf-history.sqlite"
 MIGRATIONS = Path(__file__).with_name("migrations")
 # Seconds an SQLite writer waits for another one to finish: an import of a whole artifact takes a second or two.
 _BUSY_TIMEOUT_S = 120
+# Seconds a reader tries before it says that it waits for a lock: most locks are gone by then, silently.
+_QUIET_WAIT_S = 1.0
 # PostgreSQL advisory-lock key ("medd") that serialises migrations between runners opening one server at once.
 _MIGRATION_LOCK = 0x6D656464
 
@@ -84,6 +88,10 @@ def _hide_password(target: str) -> str:
     return re.sub(r"(//[^/@]*?:)[^/@]*@", r"\1***@", target)
 
 
+class HistoryLocked(UserError):
+    """The history is locked by another process beyond the busy timeout: waiting again would not help."""
+
+
 @dataclass(frozen=True)
 class AddResult:
     """What an append did: runs stored now, and runs that were there already."""
@@ -98,6 +106,7 @@ class HistoryStore:
     def __init__(self, engine: Engine, label: str):
         self.engine = engine
         self.label = label  # the database, for messages: a path, or the URL without its password
+        self.skipped: list[str] = []  # a line per row that runs() could not read back, and left out
 
     @classmethod
     def open(cls, target: str, *, create: bool = True) -> HistoryStore:
@@ -159,6 +168,10 @@ class HistoryStore:
         """Database failures as one line naming the database; anything else passes through."""
         try:
             yield
+        except OperationalError as exc:
+            if _locked(exc.orig):
+                raise _locked_error(self.label) from None
+            raise UserError(f"history database {self.label}: {doing} failed: {_first_line(exc)}") from None
         except SQLAlchemyError as exc:
             raise UserError(f"history database {self.label}: {doing} failed: {_first_line(exc)}") from None
 
@@ -259,10 +272,13 @@ class HistoryStore:
         return True
 
     def runs(self) -> list[Run]:
-        """Every stored run with its cases, oldest first, detached from the database."""
-        query = select(Run).options(selectinload(Run.cases)).order_by(Run.started_at, Run.id)
-        with self._errors("reading"), Session(self.engine, expire_on_commit=False) as session:
-            return list(session.scalars(query))
+        """Every stored run with its cases, oldest first, detached from the database.
+
+        A row that does not read back (:mod:`meddpm.history.rows`) is left out, with a line in :attr:`skipped`.
+        """
+        with self._errors("reading"), self.engine.connect() as connection:
+            runs, self.skipped = read_runs(connection)
+        return runs
 
 
 def copy_run(run: Run) -> Run:
@@ -310,8 +326,7 @@ def _sqlite_reader(path: Path) -> Engine:
     """
     location = "file:" + urllib.parse.quote(str(path.resolve()))
     try:
-        with contextlib.closing(sqlite3.connect(f"{location}?mode=ro", uri=True, timeout=_BUSY_TIMEOUT_S)) as probe:
-            probe.execute("SELECT count(*) FROM sqlite_master").fetchall()
+        _probe(f"{location}?mode=ro", path)
         mode = {"mode": "ro"}
     except sqlite3.Error as exc:
         # Python 3.10 has no sqlite_errorname: SQLite's own messages for these two codes tell them apart too.
@@ -332,6 +347,37 @@ def _sqlite_reader(path: Path) -> Engine:
         connection.exec_driver_sql("BEGIN")
 
     return engine
+
+
+def _probe(uri: str, path: Path) -> None:
+    """Read the schema once, waiting out another process's lock: quietly at first, then saying so, once."""
+    for timeout in (_QUIET_WAIT_S, _BUSY_TIMEOUT_S):
+        try:
+            with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=timeout)) as probe:
+                probe.execute("SELECT count(*) FROM sqlite_master").fetchall()
+            return
+        except sqlite3.OperationalError as exc:
+            if not _locked(exc):
+                raise
+        if timeout == _QUIET_WAIT_S:
+            print(
+                f"history database {path} is locked by another process; waiting up to {_BUSY_TIMEOUT_S} s",
+                file=sys.stderr,
+                flush=True,
+            )
+    raise _locked_error(str(path))
+
+
+def _locked(error: BaseException | None) -> bool:
+    """Whether SQLite refused for another connection's lock (SQLITE_BUSY, SQLITE_LOCKED)."""
+    return isinstance(error, sqlite3.OperationalError) and "database is locked" in str(error)
+
+
+def _locked_error(label: str) -> HistoryLocked:
+    return HistoryLocked(
+        f"history database {label} is locked by another process (waited {_BUSY_TIMEOUT_S} s); "
+        "try again once it has finished (an import or a run appending to it)"
+    )
 
 
 def _scripts() -> ScriptDirectory:
