@@ -11,10 +11,11 @@ from typing import NoReturn
 import pandas as pd
 
 from meddpm.errors import UserError, run_command
-from meddpm.history.changepoints import OPEN_WINDOW, Step, detect
+from meddpm.history.acks import acknowledge, covered
+from meddpm.history.changepoints import RULES, Step, detect
 from meddpm.history.dashboard import write_site
 from meddpm.history.html_parts import CommitLinks
-from meddpm.history.importer import expand, read_files, store_runs
+from meddpm.history.importer import expand, read_files, store_found
 from meddpm.history.series import case_frame, environment_changes
 from meddpm.history.store import DEFAULT_DB, ENV_VAR, HistoryStore, database_url, resolve_target
 
@@ -33,13 +34,6 @@ def _parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     # SUPPRESS: a subcommand's --db, when not given, leaves the one given before the subcommand alone.
     common.add_argument("--db", metavar="PATH_OR_URL", default=argparse.SUPPRESS, help=db_help)
-    window = argparse.ArgumentParser(add_help=False)
-    window.add_argument(
-        "--window",
-        type=int,
-        default=OPEN_WINDOW,
-        help=f"a regression counts as open for this many runs after it started (default: {OPEN_WINDOW})",
-    )
     p = _Parser(prog=PROG, description="The performance history: import runs, find step changes, draw the dashboard.")
     p.add_argument("--db", metavar="PATH_OR_URL", help=db_help)
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -51,10 +45,22 @@ def _parser() -> argparse.ArgumentParser:
     imp.add_argument("files", nargs="+", type=Path, metavar="FILES")
     sub.add_parser(
         "check",
-        parents=[common, window],
-        help="find step changes in every (architecture, case, metric) series; exit 1 if a regression is open",
+        parents=[common],
+        help="find step changes in every (architecture, case, metric) series; exit 1 while a regression is open "
+        "and not acknowledged",
     )
-    report = sub.add_parser("report", parents=[common, window], help="write the dashboard: a static site")
+    ack = sub.add_parser(
+        "ack",
+        parents=[common],
+        help="mark an open regression as known and expected: check stops failing on it and prints it as acknowledged",
+    )
+    ack.add_argument("arch", metavar="ARCH", help="the architecture, as check prints it (h200)")
+    ack.add_argument("case", metavar="CASE", help="the case, as check prints it (paper/fast/b1/p3, or 'all cases')")
+    ack.add_argument("metric", metavar="METRIC", choices=sorted(RULES), help="time, memory or energy")
+    ack.add_argument(
+        "--note", required=True, help="why the step is known and expected (check and the dashboard show it)"
+    )
+    report = sub.add_parser("report", parents=[common], help="write the dashboard: a static site")
     report.add_argument("--out", type=Path, required=True, help="the folder to write the site into")
     report.add_argument(
         "--repo-url",
@@ -68,20 +74,21 @@ def run(argv: Sequence[str] | None = None) -> int:
     """Parse arguments and run the subcommand; returns the exit code."""
     args = _parser().parse_args(argv)
     target = resolve_target(args.db)
-    if getattr(args, "window", 1) < 1:
-        raise UserError(f"--window must be at least 1, got {args.window}")
     if args.command == "import":
         return _import(target, args.files)
     links = CommitLinks.of(getattr(args, "repo_url", None))
     with HistoryStore.open(target, create=False) as store:
         runs = store.runs()
+        acks = store.acknowledgements()
         label = store.label
     for line in store.skipped:
         print(f"{PROG}: {label}: {line}", file=sys.stderr)
     frame = case_frame(runs)
-    steps = detect(frame, window=args.window)
+    steps = covered(detect(frame), acks)
     if args.command == "check":
         return _check(label, frame, steps)
+    if args.command == "ack":
+        return _ack(target, steps, frame, args)
     if args.out.exists() and not args.out.is_dir():
         raise UserError(f"--out {args.out} is a file; give a folder for the site")
     try:
@@ -98,18 +105,19 @@ def _import(target: str, files: Sequence[Path]) -> int:
         named = ", ".join(str(f) for f in files)
         raise UserError(f"nothing to import: {named} holds no .json file; give results files or folders of them")
     database_url(target)  # a mistyped URL is refused before any file is read
-    report, runs = read_files(files)
+    report, found = read_files(files)
     label = target
-    if runs:  # else nothing is stored, and no database is created for it
+    if found.runs or found.acks:  # else nothing is stored, and no database is created for it
         with HistoryStore.open(target) as store:
-            store_runs(store, report, runs)
+            store_found(store, report, found)
             label = store.label
     for line in [*report.notes, *report.problems]:
         print(f"{PROG}: {line}", file=sys.stderr)
     skipped = f", {len(report.problems)} skipped" if report.problems else ""
+    acks = f"; {report.acks} acknowledgement(s) read" if report.acks else ""
     print(
         f"{PROG}: {report.files} file(s) read{skipped}: {report.added} run(s) added, "
-        f"{report.present} already in {label}"
+        f"{report.present} already in {label}{acks}"
     )
     return 1 if report.problems else 0
 
@@ -119,15 +127,31 @@ def _check(label: str, frame: pd.DataFrame, steps: Sequence[Step]) -> int:
     print(f"{PROG}: {frame['run_id'].nunique()} run(s) of {archs} architecture(s) in {label}")
     for step in steps:
         print(f"step: {step.describe()}")
-    regressions = [s for s in steps if s.open]
+    regressions = [s for s in steps if s.failing]
     for step in regressions:
         print(f"OPEN REGRESSION: {step.describe()}")
         print(f"  {step.triage()}")
+    acknowledged = [s for s in steps if s.open and not s.failing]
+    for step in acknowledged:
+        print(f"ACKNOWLEDGED: {step.describe()}")
+        print(f"  {step.note} (acknowledged {step.noted_at:%Y-%m-%d})")
     if not steps:
         print("no step changes")
     elif not regressions:
-        print("no open regressions")
+        print(f"no open regressions{f' ({len(acknowledged)} acknowledged)' if acknowledged else ''}")
     return 1 if regressions else 0
+
+
+def _ack(target: str, steps: Sequence[Step], frame: pd.DataFrame, args: argparse.Namespace) -> int:
+    ack = acknowledge(steps, frame, args.arch, args.case, args.metric, args.note)
+    with HistoryStore.open(target) as store:
+        store.add([], [ack])
+        label = store.label
+    print(
+        f"{PROG}: acknowledged {ack.arch} {ack.case} {ack.metric} (the step from commit {ack.step_commit[:12]}, "
+        f"{ack.step_started_at:%Y-%m-%d %H:%M}) in {label}: check no longer fails on it"
+    )
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

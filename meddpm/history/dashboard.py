@@ -89,7 +89,8 @@ def _index(
     rows = []
     for arch in archs:
         trend = frame[frame["arch"] == arch].drop_duplicates("run_id")
-        open_count = sum(1 for s in steps if s.arch == arch and s.open)
+        open_count = sum(1 for s in steps if s.arch == arch and s.failing)
+        noted = sum(1 for s in steps if s.arch == arch and s.open and not s.failing)
         latest = trend.iloc[-1]
         rows.append(
             [
@@ -98,9 +99,10 @@ def _index(
                 f"{latest['started_at']:%Y-%m-%d %H:%M}",
                 links.commit(str(latest["commit"])),
                 f'<span class="open">{open_count}</span>' if open_count else open_count,
+                noted,
             ]
         )
-    headers = ["architecture", "runs in the trends", "latest run", "latest commit", "open regressions"]
+    headers = ["architecture", "runs in the trends", "latest run", "latest commit", "open regressions", "acknowledged"]
     others = len(runs) - frame["run_id"].nunique() if runs else 0
     empty = (
         f"No suite or bench runs yet, which the trends are drawn from; {others} A/B run(s) below."
@@ -110,21 +112,41 @@ def _index(
     body = (
         "<h1>Med-DDPM performance history</h1>"
         f"<p>From {html.escape(database)}, {stamp}.</p>{table(headers, rows, empty)}"
-        f"<h2>Open regressions</h2>{_steps_table([s for s in steps if s.open], links, bisect=True)}"
+        f"{_open_tables(steps, links)}"
         f"<h2>Recent runs</h2>{recent_runs_table(runs, links)}"
         f"<h2>A/B runs</h2>{ab_runs_table(runs, links)}"
     )
     return page("Med-DDPM performance history", body)
 
 
+def _open_tables(steps: Sequence[Step], links: CommitLinks) -> str:
+    """The open regressions nobody acknowledged, with their bisect commands; then the acknowledged ones."""
+    acknowledged = [s for s in steps if s.open and not s.failing]
+    return (
+        f"<h2>Open regressions</h2>{_steps_table([s for s in steps if s.failing], links, bisect=True)}"
+        + (f"<h2>Acknowledged regressions</h2>{_steps_table(acknowledged, links)}" if acknowledged else "")
+    )
+
+
+def _state(step: Step) -> str:
+    """Where the step stands, in words: open, acknowledged (and why), back at its level, or an improvement."""
+    if step.failing:
+        return '<span class="open">open</span>'
+    if step.open:
+        return f"acknowledged {step.noted_at:%Y-%m-%d}: {html.escape(step.note or '')}"
+    return "back at its level" if step.regression else "improvement"
+
+
 def _steps_table(steps: Sequence[Step], links: CommitLinks, bisect: bool = False) -> str:
-    headers = ["arch", "case", "metric", "change", "before &rarr; after", "p", "commits (last good..first bad)"]
+    headers = ["arch", "case", "metric", "state", "change", "before &rarr; after", "p"]
+    headers += ["commits (last good..first bad)"]
     headers += ["first run after", "runs since", "environment change there"] + (["bisect"] if bisect else [])
     rows = [
         [
             html.escape(s.arch),
             html.escape(s.case),
             s.metric,
+            _state(s),
             f"{s.change:+.1%}",
             _levels(s),
             f"{s.p_value:.2g}",
@@ -184,7 +206,7 @@ def _arch_page(
         f'<p><a href="index.html">&larr; all architectures</a></p><h1>{html.escape(arch)}</h1>'
         f"<p>{frame['run_id'].nunique()} runs; latest {latest['started_at']:%Y-%m-%d %H:%M} "
         f"({html.escape(software)}). {stamp}.</p>"
-        f"<h2>Open regressions</h2>{_steps_table([s for s in steps if s.open], links, bisect=True)}"
+        f"{_open_tables(steps, links)}"
         f"<h2>All steps found</h2>{_steps_table(steps, links)}"
         f"<h2>Environment changes</h2>{_changes_table(changes, links)}"
         "<h2>Cases</h2><p>Red lines: a step to worse, green: to better (the first run after it); grey dots: "

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from meddpm.errors import UserError
+from meddpm.history.acks import covered
 from meddpm.history.changepoints import detect
-from meddpm.history.models import Run
+from meddpm.history.models import Acknowledgement, Run
 from meddpm.history.series import TREND_KINDS, case_frame, run_processes
 from meddpm.history.store import DEFAULT_DB, HistoryLocked, HistoryStore, resolve_target
 from meddpm.judge.drift import Attribution, attribute, environment_differences
@@ -116,6 +117,7 @@ def last_good(target: str | None, arch: str, kind: str, processes: int | None = 
     try:
         with HistoryStore.open(database, create=False) as store:
             runs = store.runs()
+            acks = store.acknowledgements()
             label = store.label
         for line in store.skipped:
             print(f"history {label}: {line}", file=sys.stderr)
@@ -131,7 +133,7 @@ def last_good(target: str | None, arch: str, kind: str, processes: int | None = 
     ]
     if not candidates:
         raise UserError(f"no last good run: the history {label} holds no {wanted} on {arch}; {_FIX}")
-    first_bad = _first_regressed_run(runs, arch)
+    first_bad = _first_regressed_run(runs, acks, arch)
     before = [run for run in candidates if first_bad is None or _order(run) < _order(first_bad)]
     if not before:
         raise UserError(
@@ -158,11 +160,12 @@ def last_good(target: str | None, arch: str, kind: str, processes: int | None = 
     return _last_good(committed[-1], processes)
 
 
-def _first_regressed_run(runs: list[Run], arch: str) -> Run | None:
-    """The earliest run at which an open regression of ``arch`` starts, or None where none is open."""
+def _first_regressed_run(runs: list[Run], acks: list[Acknowledgement], arch: str) -> Run | None:
+    """The earliest run at which an open regression of ``arch`` starts, or None where none is open. An
+    acknowledged one is known and expected: the runs after it are good, as ``check`` passes them."""
     by_id = {run.id: run for run in runs}
     frame = case_frame([run for run in runs if run.arch == arch])
-    starts = [by_id[step.run_id] for step in detect(frame) if step.open]
+    starts = [by_id[step.run_id] for step in covered(detect(frame), acks) if step.failing]
     return min(starts, key=_order, default=None)
 
 

@@ -31,7 +31,7 @@ from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError, Ope
 from sqlalchemy.orm import Session
 
 from meddpm.errors import UserError, first_line
-from meddpm.history.models import CaseResult, Run
+from meddpm.history.models import Acknowledgement, Run
 from meddpm.history.rows import read_runs
 
 ENV_VAR = "MEDDPM_HISTORY"
@@ -240,10 +240,19 @@ class HistoryStore:
             except CommandError as exc:
                 raise UserError(f"history database {self.label}: migrating failed: {_first_line(exc)}") from None
 
-    def add(self, runs: Sequence[Run]) -> AddResult:
-        """Store the runs not stored yet, all in one transaction: an interrupted append stores none of them."""
-        with self._errors("appending"), Session(self.engine.execution_options(write=True)) as session:
+    def add(self, runs: Sequence[Run], acks: Sequence[Acknowledgement] = ()) -> AddResult:
+        """Store the runs and acknowledgements not stored yet, all in one transaction: an interrupted append
+        stores none of them. An acknowledgement of a step already acknowledged replaces its note."""
+        engine = self.engine.execution_options(write=True)
+        with self._errors("appending"), Session(engine, expire_on_commit=False) as session:
             with session.begin():
+                stored = {a.key: a for a in session.scalars(select(Acknowledgement))}
+                for ack in acks:
+                    if ack.key in stored:
+                        stored[ack.key].note = ack.note
+                    else:
+                        session.add(ack)
+                        stored[ack.key] = ack
                 fingerprints = [run.fingerprint for run in runs]
                 known = set(session.scalars(select(Run.fingerprint).where(Run.fingerprint.in_(fingerprints))))
                 added = 0
@@ -280,14 +289,10 @@ class HistoryStore:
             runs, self.skipped = read_runs(connection)
         return runs
 
-
-def copy_run(run: Run) -> Run:
-    """A new, unstored copy of ``run`` and its cases (to move runs from one database to another)."""
-    columns = [c.key for c in Run.__table__.columns if c.key != "id"]
-    case_columns = [c.key for c in CaseResult.__table__.columns if c.key not in ("id", "run_id")]
-    copy = Run(**{name: getattr(run, name) for name in columns})
-    copy.cases = [CaseResult(**{name: getattr(case, name) for name in case_columns}) for case in run.cases]
-    return copy
+    def acknowledgements(self) -> list[Acknowledgement]:
+        """Every acknowledged regression, detached from the database."""
+        with self._errors("reading"), Session(self.engine, expire_on_commit=False) as session:
+            return list(session.scalars(select(Acknowledgement).order_by(Acknowledgement.id)))
 
 
 def _check_sqlite_path(path: Path, create: bool) -> None:
