@@ -84,7 +84,8 @@ def test_the_site_has_an_index_and_a_page_per_architecture(site):
     assert page.count('class="plotly-graph-div"') == 36
     assert "driver 570.86 -&gt; 580.95" in page and 'src="plotly.min.js"' in page
     h200 = (site / "h200.html").read_text()
-    assert 'id="chart-h200-paper-fast-b1-energy"' in h200 and "<h3>paper/opt1/b1/ddp2</h3>" in h200
+    assert 'id="chart-h200-paper-fast-b1-energy"' in h200
+    assert '<h3 id="case-paper-opt1-b1-ddp2">paper/opt1/b1/ddp2</h3>' in h200
 
 
 def test_open_regressions_have_their_commit_range_linked_and_their_bisect_command(site):
@@ -108,7 +109,7 @@ def test_the_index_lists_recent_runs_and_ab_runs_with_verdicts_and_each_run_has_
     pages = sorted((site / "runs").glob("*.html"))
     assert len(pages) == 52 + 24
     last = max(pages, key=lambda p: int(p.stem)).read_text()
-    assert "a100 suite run of 2026-12-24 02:17" in last and "suite, 3 processes" in last
+    assert "a100 suite run 76 of 2026-12-24 02:17" in last and "suite, 3 processes" in last
     # Per-process medians, clocks, throttle reasons and the environment as recorded.
     assert "SwPowerCap" in last and "<td>1755 / -</td>" in last and "<td>driver</td><td>580.95</td>" in last
     assert PLOTLY_JS not in last

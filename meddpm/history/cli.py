@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import html
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -10,12 +11,15 @@ from typing import NoReturn
 
 import pandas as pd
 
+from meddpm.atomic import write_text_atomic
 from meddpm.errors import UserError, run_command
 from meddpm.history.acks import acknowledge, covered
 from meddpm.history.changepoints import RULES, Step, detect
+from meddpm.history.compare import compare_body, compare_runs, text_table
 from meddpm.history.dashboard import write_site
-from meddpm.history.html_parts import CommitLinks
+from meddpm.history.html_parts import CommitLinks, page
 from meddpm.history.importer import expand, read_files, store_found
+from meddpm.history.models import Run
 from meddpm.history.series import case_frame, environment_changes
 from meddpm.history.store import DEFAULT_DB, ENV_VAR, HistoryStore, database_url, resolve_target
 
@@ -60,6 +64,12 @@ def _parser() -> argparse.ArgumentParser:
     ack.add_argument(
         "--note", required=True, help="why the step is known and expected (check and the dashboard show it)"
     )
+    compare = sub.add_parser(
+        "compare", parents=[common], help="two runs side by side: every case's time, memory and energy, and the ratio"
+    )
+    compare.add_argument("run_a", metavar="RUN_A", type=int, help="a run's number (as its dashboard page names it)")
+    compare.add_argument("run_b", metavar="RUN_B", type=int, help="the run to set beside it (the ratio is B/A)")
+    compare.add_argument("--out", type=Path, help="also write the comparison as an HTML page to this file")
     report = sub.add_parser("report", parents=[common], help="write the dashboard: a static site")
     report.add_argument("--out", type=Path, required=True, help="the folder to write the site into")
     report.add_argument(
@@ -89,6 +99,8 @@ def run(argv: Sequence[str] | None = None) -> int:
         return _check(label, frame, steps)
     if args.command == "ack":
         return _ack(target, steps, frame, args)
+    if args.command == "compare":
+        return _compare(runs, args.run_a, args.run_b, args.out, label)
     if args.out.exists() and not args.out.is_dir():
         raise UserError(f"--out {args.out} is a file; give a folder for the site")
     try:
@@ -151,6 +163,27 @@ def _ack(target: str, steps: Sequence[Step], frame: pd.DataFrame, args: argparse
         f"{PROG}: acknowledged {ack.arch} {ack.case} {ack.metric} (the step from commit {ack.step_commit[:12]}, "
         f"{ack.step_started_at:%Y-%m-%d %H:%M}) in {label}: check no longer fails on it"
     )
+    return 0
+
+
+def _compare(runs: Sequence[Run], run_a: int, run_b: int, out: Path | None, label: str) -> int:
+    by_id = {run.id: run for run in runs}
+    missing = [str(n) for n in (run_a, run_b) if n not in by_id]
+    if missing:
+        raise UserError(
+            f"no run {' or '.join(missing)} in {label}; the dashboard's index and run pages give each run's number"
+        )
+    a, b = by_id[run_a], by_id[run_b]
+    rows = compare_runs(a, b)
+    print(text_table(a, b, rows))
+    if out is not None:
+        title = f"Run {a.id} against run {b.id}"
+        body = f'<h1>{html.escape(title)}</h1>{compare_body(a, b, rows, CommitLinks(), up="")}'
+        try:
+            write_text_atomic(out, page(title, body))
+        except OSError as exc:
+            raise UserError(f"cannot write {out}: {exc.strerror}") from None
+        print(f"{PROG}: wrote {out}")
     return 0
 
 

@@ -23,9 +23,9 @@ from plotly.offline import get_plotlyjs
 
 from meddpm.atomic import write_text_atomic
 from meddpm.history.changepoints import ALL_CASES, RULES, Step
-from meddpm.history.html_parts import PLOTLY_JS, CommitLinks, page, page_name, slug, table
+from meddpm.history.html_parts import PLOTLY_JS, CommitLinks, case_anchor, page, page_name, run_href, slug, table
 from meddpm.history.models import Run
-from meddpm.history.run_pages import ab_runs_table, recent_runs_table, run_href, write_run_pages
+from meddpm.history.run_pages import ab_runs_table, recent_runs_table, write_run_pages
 from meddpm.history.series import METRICS, EnvironmentChange
 
 _WORSE, _BETTER, _ENVIRONMENT, _BAND = "#c0392b", "#1e8449", "#7f8c8d", "rgba(31, 119, 180, 0.12)"
@@ -74,7 +74,7 @@ def write_site(
         arch_changes = [c for c in changes if c.arch == arch]
         write_text_atomic(arch_page, _arch_page(arch, rows, arch_steps, arch_changes, links, stamp))
         pages.append(arch_page)
-    return pages + write_run_pages(out, runs, links, stamp)
+    return pages + write_run_pages(out, runs, links, stamp, set(archs))
 
 
 def _index(
@@ -201,7 +201,9 @@ def _arch_page(
     for case in order:
         rows = frame[frame["case"] == case]
         charts = [_chart(arch, case, metric, rows, steps, changes) for metric in METRICS if rows[metric].notna().any()]
-        sections.append(f'<h3>{html.escape(case)}</h3><div class="charts">{"".join(charts)}</div>')
+        sections.append(
+            f'<h3 id="{case_anchor(case)}">{html.escape(case)}</h3><div class="charts">{"".join(charts)}</div>'
+        )
     body = (
         f'<p><a href="index.html">&larr; all architectures</a></p><h1>{html.escape(arch)}</h1>'
         f"<p>{frame['run_id'].nunique()} runs; latest {latest['started_at']:%Y-%m-%d %H:%M} "

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from meddpm.errors import UserError
 
 PLOTLY_JS = "plotly.min.js"
+RUNS_FOLDER = "runs"
 DIRTY = "+dirty"
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }
@@ -21,6 +22,7 @@ th { background: #f2f2f2; }
 .charts { display: grid; grid-template-columns: repeat(auto-fill, minmax(320px, 1fr)); gap: 0.5em; }
 .none { color: #777; }
 .open { color: #c0392b; font-weight: bold; }
+.good { color: #1e8449; font-weight: bold; }
 """
 
 
@@ -40,6 +42,16 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]], empty: str) 
     head = "".join(f"<th>{h}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
     return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def run_href(run_id: int, up: str = "") -> str:
+    """The path of a run's page, from the site's folder (``up``: from a page below it)."""
+    return f"{up}{RUNS_FOLDER}/{run_id}.html"
+
+
+def case_anchor(case: str) -> str:
+    """The id of a case's section on its architecture's page."""
+    return f"case-{slug(case)}"
 
 
 def slug(text: str) -> str:
