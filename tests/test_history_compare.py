@@ -49,7 +49,8 @@ def test_compare_prints_every_case_side_by_side_with_the_ratio(tmp_path, capsys,
     assert "1 worse, 0 better beyond the suite's thresholds (time 5%, memory 2%, energy 10%)" in out
     html = page.read_text()
     assert '<a href="runs/3.html">run 3</a>' in html and '<a href="runs/4.html">run 4</a>' in html
-    assert '<td>paper/opt1/b1</td><td>time</td>' in html and '<span class="open">worse</span>' in html
+    assert '<td><span title="paper/opt1/b1">paper opt1, batch 1</span></td><td>time</td>' in html
+    assert '<span class="open">worse</span>' in html
 
 
 def test_comparing_a_run_that_is_not_there_is_one_line(capsys, history):

@@ -85,7 +85,8 @@ def test_the_site_has_an_index_and_a_page_per_architecture(site):
     assert "driver 570.86 -&gt; 580.95" in page and 'src="plotly.min.js"' in page
     h200 = (site / "h200.html").read_text()
     assert 'id="chart-h200-paper-fast-b1-energy"' in h200
-    assert '<h3 id="case-paper-opt1-b1-ddp2">paper/opt1/b1/ddp2</h3>' in h200
+    ddp = '<span title="paper/opt1/b1/ddp2">paper opt1, batch 1, data-parallel on 2 GPUs</span>'
+    assert f'<h3 id="case-paper-opt1-b1-ddp2">{ddp}</h3>' in h200
 
 
 def test_open_regressions_have_their_commit_range_linked_and_their_bisect_command(site):
@@ -102,14 +103,14 @@ def test_the_index_lists_recent_runs_and_ab_runs_with_verdicts_and_each_run_has_
     index = (site / "index.html").read_text()
     recent = index[index.index("<h2>Recent runs</h2>") : index.index("<h2>A/B runs</h2>")]
     assert recent.count("<tr>") == 31  # a header and the 30 newest runs
-    assert "suite, 3 processes" in recent
+    assert "suite run, 3 processes" in recent
     ab = index[index.index("<h2>A/B runs</h2>") :]
     # The measured H100 A/B run against fa2f81a: opt1 unchanged, its whole verdict on hover.
     assert "fa2f81a" in ab and "paper/opt1/b1: <span title=" in ab and ">unchanged</span>" in ab
     pages = sorted((site / "runs").glob("*.html"))
     assert len(pages) == 52 + 24
     last = max(pages, key=lambda p: int(p.stem)).read_text()
-    assert "a100 suite run 76 of 2026-12-24 02:17" in last and "suite, 3 processes" in last
+    assert "a100 suite run 76 of 2026-12-24 02:17" in last and "suite run, 3 processes" in last
     # Per-process medians, clocks, throttle reasons and the environment as recorded.
     assert "SwPowerCap" in last and "<td>1755 / -</td>" in last and "<td>driver</td><td>580.95</td>" in last
     assert PLOTLY_JS not in last
@@ -175,7 +176,7 @@ def test_the_pages_load_in_a_headless_browser_with_charts_and_no_errors(site):
                 assert drawn >= charts and (charts == 0 or points >= charts), (name, charts, drawn, points)
             step_lines = page.locator("#chart-a100-paper-opt1-b1-time .shapelayer path").count()
             assert step_lines >= 3  # the band, the step (red) and the driver update (grey)
-            assert page.locator("table").first.inner_text().count("paper/opt1/b1") == 1
+            assert page.locator("table").first.inner_text().count("paper opt1, batch 1") == 1
             assert (
                 page.locator("#chart-a100-paper-opt1-b1-time .errorbar").count() == 22
             )  # the rounds' spread, one-process nights

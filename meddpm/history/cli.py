@@ -73,6 +73,13 @@ def _parser() -> argparse.ArgumentParser:
     report = sub.add_parser("report", parents=[common], help="write the dashboard: a static site")
     report.add_argument("--out", type=Path, required=True, help="the folder to write the site into")
     report.add_argument(
+        "--baselines",
+        type=Path,
+        metavar="DIR",
+        help="the folder of baseline files (<arch>.json) the index sets the latest values against "
+        "(default: ./baselines where there is one)",
+    )
+    report.add_argument(
         "--repo-url",
         metavar="URL",
         help="the repository's web address (https://github.com/OWNER/REPO): commits and step ranges become links",
@@ -104,7 +111,8 @@ def run(argv: Sequence[str] | None = None) -> int:
     if args.out.exists() and not args.out.is_dir():
         raise UserError(f"--out {args.out} is a file; give a folder for the site")
     try:
-        pages = write_site(args.out, frame, steps, environment_changes(frame), label, runs, links)
+        baselines = args.baselines or (Path("baselines") if Path("baselines").is_dir() else None)
+        pages = write_site(args.out, frame, steps, environment_changes(frame), label, runs, links, baselines)
     except OSError as exc:
         raise UserError(f"cannot write the dashboard to {args.out}: {exc.strerror}") from None
     archs = frame["arch"].nunique()

@@ -12,7 +12,7 @@ import html
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from meddpm.history.html_parts import CommitLinks, run_href, table
+from meddpm.history.html_parts import CommitLinks, case_label, run_href, table
 from meddpm.history.models import CaseResult, Run
 from meddpm.history.series import METRICS
 
@@ -93,7 +93,7 @@ def html_table(rows: Sequence[Row]) -> str:
     """The comparison as an HTML table, rows beyond a threshold marked."""
     cells = [
         [
-            html.escape(row.case),
+            case_label(row.case),
             row.metric,
             _shown(row.a, row.metric),
             _shown(row.b, row.metric),

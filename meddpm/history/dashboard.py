@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import datetime
 import html
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -23,7 +23,19 @@ from plotly.offline import get_plotlyjs
 
 from meddpm.atomic import write_text_atomic
 from meddpm.history.changepoints import ALL_CASES, RULES, Step
-from meddpm.history.html_parts import PLOTLY_JS, CommitLinks, case_anchor, page, page_name, run_href, slug, table
+from meddpm.history.grid import baseline_values, grid_html
+from meddpm.history.html_parts import (
+    PLOTLY_JS,
+    CommitLinks,
+    case_anchor,
+    case_label,
+    page,
+    page_name,
+    run_href,
+    slug,
+    software_version,
+    table,
+)
 from meddpm.history.models import Run
 from meddpm.history.run_pages import ab_runs_table, recent_runs_table, write_run_pages
 from meddpm.history.series import METRICS, EnvironmentChange
@@ -52,12 +64,14 @@ def write_site(
     database: str,
     runs: Sequence[Run] = (),
     links: CommitLinks | None = None,
+    baselines: Path | None = None,
 ) -> list[Path]:
     """Write the index, a page per architecture and per run, and Plotly's script into ``out``.
 
     ``frame``, ``steps`` and ``changes``: the trends (:func:`~meddpm.history.series.case_frame`); ``runs``:
     every stored run, A/B runs included, for the tables of runs and their pages; ``links``: how commits are
-    shown (plain text by default). Returns the index, then the
+    shown (plain text by default); ``baselines``: the folder of baseline files the index's grid sets the latest
+    values against (None: none). Returns the index, then the
     architecture pages, then the run pages.
     """
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -66,7 +80,10 @@ def write_site(
     out.mkdir(parents=True, exist_ok=True)
     write_text_atomic(out / PLOTLY_JS, get_plotlyjs())
     pages = [out / "index.html"]
-    write_text_atomic(pages[0], _index(frame, steps, archs, runs, links, database, stamp))
+    grids = {
+        arch: grid_html(arch, frame[frame["arch"] == arch], steps, baseline_values(baselines, arch)) for arch in archs
+    }
+    write_text_atomic(pages[0], _index(frame, steps, archs, runs, links, database, stamp, grids))
     for arch in archs:
         arch_page = out / f"{page_name(arch)}.html"
         rows = frame[frame["arch"] == arch]
@@ -85,6 +102,7 @@ def _index(
     links: CommitLinks,
     database: str,
     stamp: str,
+    grids: Mapping[str, str],
 ) -> str:
     rows = []
     for arch in archs:
@@ -113,7 +131,14 @@ def _index(
         "<h1>Med-DDPM performance history</h1>"
         f"<p>From {html.escape(database)}, {stamp}.</p>{table(headers, rows, empty)}"
         f"{_open_tables(steps, links)}"
-        f"<h2>Recent runs</h2>{recent_runs_table(runs, links)}"
+        + "".join(
+            f'<h2>{html.escape(arch)}: every case</h2><p class="none">The latest value, its change against the last '
+            "good run (before the first open regression; else the run before) and the stored baseline, and its "
+            "runs as a line. Red: an open regression; amber: an acknowledged one. Hover a cell for its steps.</p>"
+            f"{grids[arch]}"
+            for arch in archs
+        )
+        + f"<h2>Recent runs</h2>{recent_runs_table(runs, links)}"
         f"<h2>A/B runs</h2>{ab_runs_table(runs, links)}"
     )
     return page("Med-DDPM performance history", body)
@@ -122,9 +147,8 @@ def _index(
 def _open_tables(steps: Sequence[Step], links: CommitLinks) -> str:
     """The open regressions nobody acknowledged, with their bisect commands; then the acknowledged ones."""
     acknowledged = [s for s in steps if s.open and not s.failing]
-    return (
-        f"<h2>Open regressions</h2>{_steps_table([s for s in steps if s.failing], links, bisect=True)}"
-        + (f"<h2>Acknowledged regressions</h2>{_steps_table(acknowledged, links)}" if acknowledged else "")
+    return f"<h2>Open regressions</h2>{_steps_table([s for s in steps if s.failing], links, bisect=True)}" + (
+        f"<h2>Acknowledged regressions</h2>{_steps_table(acknowledged, links)}" if acknowledged else ""
     )
 
 
@@ -138,13 +162,13 @@ def _state(step: Step) -> str:
 
 
 def _steps_table(steps: Sequence[Step], links: CommitLinks, bisect: bool = False) -> str:
-    headers = ["arch", "case", "metric", "state", "change", "before &rarr; after", "p"]
+    headers = ["architecture", "case", "metric", "state", "change", "before &rarr; after", "p-value"]
     headers += ["commits (last good..first bad)"]
     headers += ["first run after", "runs since", "environment change there"] + (["bisect"] if bisect else [])
     rows = [
         [
             html.escape(s.arch),
-            html.escape(s.case),
+            case_label(s.case),
             s.metric,
             _state(s),
             f"{s.change:+.1%}",
@@ -184,7 +208,7 @@ def _arch_page(
 ) -> str:
     latest = frame.iloc[-1]
     software = ", ".join(
-        f"{label}{latest[name]}"
+        f"{label}{software_version(name, latest[name])}"
         for name, label in (
             ("gpu_name", ""),
             ("driver", "driver "),
@@ -202,7 +226,7 @@ def _arch_page(
         rows = frame[frame["case"] == case]
         charts = [_chart(arch, case, metric, rows, steps, changes) for metric in METRICS if rows[metric].notna().any()]
         sections.append(
-            f'<h3 id="{case_anchor(case)}">{html.escape(case)}</h3><div class="charts">{"".join(charts)}</div>'
+            f'<h3 id="{case_anchor(case)}">{case_label(case)}</h3><div class="charts">{"".join(charts)}</div>'
         )
     body = (
         f'<p><a href="index.html">&larr; all architectures</a></p><h1>{html.escape(arch)}</h1>'

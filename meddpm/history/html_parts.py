@@ -23,6 +23,11 @@ th { background: #f2f2f2; }
 .none { color: #777; }
 .open { color: #c0392b; font-weight: bold; }
 .good { color: #1e8449; font-weight: bold; }
+.grid td { white-space: nowrap; }
+.grid td.open { background: #fdecea; }
+.grid td.acknowledged { background: #fff4e0; }
+.grid .change { color: #555; font-size: 0.85em; }
+.grid svg { vertical-align: middle; margin-left: 0.4em; }
 """
 
 
@@ -47,6 +52,32 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]], empty: str) 
 def run_href(run_id: int, up: str = "") -> str:
     """The path of a run's page, from the site's folder (``up``: from a page below it)."""
     return f"{up}{RUNS_FOLDER}/{run_id}.html"
+
+
+def case_label(case: str) -> str:
+    """A case key in words a newcomer reads, escaped, the key itself on hover (``check`` and ``ack`` take it):
+    ``paper/fast/b1/p3`` -> ``paper fast, batch 1, 3 processes``."""
+    words = []
+    for part in case.split("/"):
+        if re.fullmatch(r"b\d+", part):
+            words.append(f", batch {part[1:]}")
+        elif re.fullmatch(r"p\d+", part):
+            words.append(f", {part[1:]} processes")
+        elif re.fullmatch(r"ddp\d+", part):
+            words.append(f", data-parallel on {part[3:]} GPUs")
+        else:
+            words.append(f" {part}" if words else part)
+    return f'<span title="{html.escape(case)}">{html.escape("".join(words))}</span>'
+
+
+def software_version(name: str, value: object) -> str:
+    """A recorded version as its project writes it: cuDNN records 91900 for 9.19.0 (8907 for 8.9.7)."""
+    text = str(value)
+    if name == "cudnn" and text.isdigit() and len(text) >= 4:
+        number = int(text)
+        major, rest = divmod(number, 10000 if number >= 10000 else 1000)
+        return f"{major}.{rest // 100}.{rest % 100}"
+    return text
 
 
 def case_anchor(case: str) -> str:
@@ -114,7 +145,11 @@ class CommitLinks:
     def range(self, good: str, bad: str) -> str:
         """``good..bad``, linked to the comparison of the two where both are known commits."""
         first, last = revision(good), revision(bad)
-        if first is None or last is None or first == last:
+        if first is not None and first == last:
+            # One commit on both sides: the change is outside the commits (uncommitted changes, the machine).
+            dirty = " (uncommitted changes)" if DIRTY in good + bad else ""
+            return f"{self.commit(bad)} on both sides{dirty}"
+        if first is None or last is None:
             return f"{self.commit(good)}..{self.commit(bad)}"
         text = f"<code>{html.escape(first)}..{html.escape(last)}</code>"
         if self.repo_url is None:

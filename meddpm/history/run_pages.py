@@ -16,7 +16,16 @@ from pathlib import Path
 
 from meddpm.atomic import write_text_atomic
 from meddpm.history.compare import compare_body, compare_runs
-from meddpm.history.html_parts import RUNS_FOLDER, CommitLinks, case_anchor, page, page_name, run_href, table
+from meddpm.history.html_parts import (
+    RUNS_FOLDER,
+    CommitLinks,
+    case_anchor,
+    page,
+    page_name,
+    run_href,
+    software_version,
+    table,
+)
 from meddpm.history.models import CaseResult, Run
 from meddpm.history.series import TREND_KINDS, run_processes, series_case
 
@@ -114,7 +123,8 @@ def _ab_verdict(case: CaseResult) -> str:
 
 def _kind(run: Run) -> str:
     processes = run_processes(run)
-    return html.escape(run.kind) + (f", {processes} processes" if processes > 1 else "")
+    kind = {"ab": "A/B run", "suite": "suite run", "bench": "bench run"}.get(run.kind, run.kind)
+    return html.escape(kind) + (f", {processes} processes" if processes > 1 else "")
 
 
 def _outcomes(cases: Sequence[CaseResult]) -> str:
@@ -135,7 +145,7 @@ def _run_page(run: Run, links: CommitLinks, stamp: str, near: _Neighbours) -> st
             ["branch", html.escape(run.branch or "-")],
             ["host", html.escape(run.host or "-")],
             ["GPU", html.escape(f"{run.gpu_name or '-'} {run.gpu_uuid or ''}".strip())],
-            ["driver, torch, CUDA, cuDNN, Python", html.escape(", ".join(str(v or "-") for v in _software(run)))],
+            ["driver, torch, CUDA, cuDNN, Python", html.escape(_software(run))],
             ["source", html.escape(run.source)],
         ],
         "",
@@ -151,8 +161,9 @@ def _run_page(run: Run, links: CommitLinks, stamp: str, near: _Neighbours) -> st
     return page(title, body)
 
 
-def _software(run: Run) -> tuple[str | None, ...]:
-    return run.driver, run.torch, run.cuda, run.cudnn, run.python
+def _software(run: Run) -> str:
+    versions = [(name, getattr(run, name)) for name in ("driver", "torch", "cuda", "cudnn", "python")]
+    return ", ".join(software_version(name, value) if value else "-" for name, value in versions)
 
 
 def _navigation(run: Run, near: _Neighbours) -> str:
@@ -173,7 +184,8 @@ def _against_before(run: Run, before: Run | None, links: CommitLinks) -> str:
         return '<h2>Against the run before</h2><p class="none">The first run of its kind here.</p>'
     fields = ("gpu_name", "driver", "torch", "cuda", "cudnn", "python")
     changed = [
-        f"{name} {html.escape(str(getattr(before, name)))} &rarr; {html.escape(str(getattr(run, name)))}"
+        f"{name} {html.escape(software_version(name, getattr(before, name)))} &rarr; "
+        f"{html.escape(software_version(name, getattr(run, name)))}"
         for name in fields
         if getattr(before, name) and getattr(run, name) and getattr(before, name) != getattr(run, name)
     ]
