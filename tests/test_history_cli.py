@@ -82,11 +82,18 @@ def test_a_fifo_or_broken_link_in_a_folder_is_noted_not_opened(tmp_path, capsys)
     os.mkfifo(tmp_path / "runs" / "pipe.json")
     (tmp_path / "runs" / "gone.json").symlink_to(tmp_path / "nowhere.json")
     db = tmp_path / "h.sqlite"
-    assert main(["import", "--db", str(db), str(tmp_path / "runs")]) == 0
+    assert main(["import", "--db", str(db), str(tmp_path / "runs"), "--verbose"]) == 0
     out, err = capsys.readouterr()
     assert f"{tmp_path / 'runs' / 'pipe.json'}: a FIFO, not a results file: left out" in err
     assert f"{tmp_path / 'runs' / 'gone.json'}: a broken symlink, not a results file: left out" in err
     assert "2 file(s) read: 2 run(s) added" in out and stored_runs(db) == 2
+
+
+def test_the_files_a_folder_holds_that_are_no_results_file_are_one_summary_line(tmp_path, capsys):
+    assert main(["import", "--db", str(tmp_path / "h.sqlite"), str(MEASUREMENTS)]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and " file(s) in the folders left out, none a results file: " in err[0], err
+    assert err[0].endswith(" more (--verbose lists each with its reason)")
 
 
 def test_another_history_database_merges_in_with_what_it_knew(tmp_path, capsys):

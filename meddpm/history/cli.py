@@ -47,6 +47,9 @@ def _parser() -> argparse.ArgumentParser:
         help="load results.json files (or folders of them, or other history databases) into the database",
     )
     imp.add_argument("files", nargs="+", type=Path, metavar="FILES")
+    imp.add_argument(
+        "--verbose", action="store_true", help="list each file left out of the folders (else one line counts them)"
+    )
     sub.add_parser(
         "check",
         parents=[common],
@@ -92,7 +95,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     target = resolve_target(args.db)
     if args.command == "import":
-        return _import(target, args.files)
+        return _import(target, args.files, args.verbose)
     links = CommitLinks.of(getattr(args, "repo_url", None))
     with HistoryStore.open(target, create=False) as store:
         runs = store.runs()
@@ -120,7 +123,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _import(target: str, files: Sequence[Path]) -> int:
+def _import(target: str, files: Sequence[Path], verbose: bool) -> int:
     if not expand(files):
         named = ", ".join(str(f) for f in files)
         raise UserError(f"nothing to import: {named} holds no .json file; give results files or folders of them")
@@ -131,7 +134,9 @@ def _import(target: str, files: Sequence[Path]) -> int:
         with HistoryStore.open(target) as store:
             store_found(store, report, found)
             label = store.label
-    for line in [*report.notes, *report.problems]:
+    # Other JSON in the folders (worker outputs, calibrations) is expected: one line counts it, unless asked.
+    notes = report.notes if verbose or len(report.notes) < 2 else [_left_out(report.notes)]
+    for line in [*notes, *report.problems]:
         print(f"{PROG}: {line}", file=sys.stderr)
     skipped = f", {len(report.problems)} skipped" if report.problems else ""
     acks = f"; {report.acks} acknowledgement(s) read" if report.acks else ""
@@ -140,6 +145,15 @@ def _import(target: str, files: Sequence[Path]) -> int:
         f"{report.present} already in {label}{acks}"
     )
     return 1 if report.problems else 0
+
+
+def _left_out(notes: Sequence[str]) -> str:
+    """One line for the files a folder held that are no results file: how many, and the first of them."""
+    first = notes[0].split(": ", 1)[0]
+    return (
+        f"{len(notes)} file(s) in the folders left out, none a results file: {first} and {len(notes) - 1} more "
+        "(--verbose lists each with its reason)"
+    )
 
 
 def _check(label: str, frame: pd.DataFrame, steps: Sequence[Step]) -> int:
@@ -186,7 +200,7 @@ def _compare(runs: Sequence[Run], run_a: int, run_b: int, out: Path | None, labe
     print(text_table(a, b, rows))
     if out is not None:
         title = f"Run {a.id} against run {b.id}"
-        body = f'<h1>{html.escape(title)}</h1>{compare_body(a, b, rows, CommitLinks(), up="")}'
+        body = f"<h1>{html.escape(title)}</h1>{compare_body(a, b, rows, CommitLinks(), up='')}"
         try:
             write_text_atomic(out, page(title, body))
         except OSError as exc:
