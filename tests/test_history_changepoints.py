@@ -145,6 +145,9 @@ def test_a_step_where_the_driver_changed_says_so():
     frame.loc[frame["commit"] >= "c0016", "driver"] = "580.95"
     (step,) = detect(frame)
     assert step.environment == ("driver 570.86 -> 580.95",)
+    # Every case moved with the driver: no commit bisection is proposed.
+    assert step.case == "all cases" and "meddpm-bench --bisect" not in step.triage()
+    assert step.triage().startswith("no commit range to bisect: every case moved where the environment changed")
 
 
 def test_a_short_series_reports_nothing_it_cannot_support():

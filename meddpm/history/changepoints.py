@@ -362,6 +362,13 @@ class Step:
 
     def triage(self) -> str:
         """The step's commit range (last good..first bad) and the command that bisects it, or why there is none."""
+        if self.case == ALL_CASES and self.environment:
+            # Every case moved at once, at the run where the software or the card changed: the commits between
+            # the two runs would all measure alike on the new environment, so a bisection would find nothing.
+            return (
+                f"no commit range to bisect: every case moved where the environment changed "
+                f"({', '.join(self.environment)}); measure the last good commit on the new environment to confirm"
+            )
         good, bad = _revision(self.good_commit), _revision(self.commit)
         if good is None or bad is None:
             return f"no commit range to bisect: a commit is unknown ({self.good_commit[:12]}..{self.commit[:12]})"
