@@ -67,6 +67,7 @@ def test_a_run_page_links_its_neighbours_and_says_what_changed_against_the_run_b
     assert "next run" not in last and '<a href="2.html">next run (2) &rarr;</a>' in first
     assert "<h2>Against the run before</h2><p>Commits <code>c0002..c0003</code>; environment: driver 570.86 " in last
     assert "&rarr; 580.95; 1 worse and 0 better beyond the suite's thresholds, of 12 figures." in last
-    assert '<a href="../a100.html#case-paper-opt1-b1">paper/opt1/b1</a>' in last
+    label = '<span title="paper/opt1/b1">paper opt1, batch 1</span>'
+    assert f'<a href="../a100.html#case-paper-opt1-b1">{label}</a>' in last
     assert "The first run of its kind here." in first
     assert 'id="case-paper-opt1-b1"' in (tmp_path / "site" / "a100.html").read_text()

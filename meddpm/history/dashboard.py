@@ -259,6 +259,8 @@ def _lazy_script() -> str:
     """
     config = {"displaylogo": False, "responsive": True, "modeBarButtonsToRemove": _FEWER_BUTTONS}
     return (
+        # Plotly's script is deferred: it has run by DOMContentLoaded, not yet where this script stands.
+        "window.addEventListener('DOMContentLoaded', () => {"
         f"const config = {json.dumps(config)};"
         "const draw = (div) => {"
         "  const figure = JSON.parse(document.getElementById(div.id + '-figure').textContent);"
@@ -271,6 +273,7 @@ def _lazy_script() -> str:
         "  if (entry.isIntersecting) { observer.unobserve(entry.target); draw(entry.target); }"
         "}), {rootMargin: '300px'});"
         "document.querySelectorAll('.lazy-chart').forEach((div) => observer.observe(div));"
+        "});"
     )
 
 

@@ -33,7 +33,8 @@ th { background: #f2f2f2; }
 
 def page(title: str, body: str, *, plotly: bool = False, up: str = "") -> str:
     """A whole HTML page; ``plotly``: it has charts, so it loads Plotly's script (``up``: the path to its folder)."""
-    script = f'<script src="{up}{PLOTLY_JS}"></script>' if plotly else ""
+    # defer: the page's text and tables show while Plotly's 4.8 MB script is read; the charts wait for it.
+    script = f'<script defer src="{up}{PLOTLY_JS}"></script>' if plotly else ""
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{html.escape(title)}</title><style>{STYLE}</style>{script}</head>\n<body>\n{body}\n</body></html>\n"

@@ -20,6 +20,7 @@ from meddpm.history.html_parts import (
     RUNS_FOLDER,
     CommitLinks,
     case_anchor,
+    case_label,
     page,
     page_name,
     run_href,
@@ -238,8 +239,8 @@ def _cases_table(run: Run, arch_page: bool) -> str:
 def _case_link(run: Run, case: CaseResult, arch_page: bool) -> str:
     """The case, linked to its charts on the architecture's page where it has a series there."""
     if not arch_page or run.kind not in TREND_KINDS:
-        return html.escape(case.case)
-    return f'<a href="../{page_name(run.arch)}.html#{case_anchor(series_case(run, case))}">{html.escape(case.case)}</a>'
+        return case_label(case.case)
+    return f'<a href="../{page_name(run.arch)}.html#{case_anchor(series_case(run, case))}">{case_label(case.case)}</a>'
 
 
 def _verdicts(cases: Sequence[CaseResult]) -> str:
