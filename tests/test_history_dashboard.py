@@ -106,7 +106,7 @@ def test_the_index_lists_recent_runs_and_ab_runs_with_verdicts_and_each_run_has_
     assert "suite run, 3 processes" in recent
     ab = index[index.index("<h2>A/B runs</h2>") :]
     # The measured H100 A/B run against fa2f81a: opt1 unchanged, its whole verdict on hover.
-    assert "fa2f81a" in ab and "paper/opt1/b1: <span title=" in ab and ">unchanged</span>" in ab
+    assert "fa2f81a" in ab and 'paper opt1, batch 1</span>: <span title=' in ab and ">unchanged 0.99" in ab
     pages = sorted((site / "runs").glob("*.html"))
     assert len(pages) == 52 + 24
     last = max(pages, key=lambda p: int(p.stem)).read_text()
@@ -125,7 +125,7 @@ def test_a_history_of_ab_runs_only_lists_them(tmp_path):
     index = (build_site(tmp_path, ab_files) / "index.html").read_text()
     assert "No runs in the history yet" not in index
     assert f"No suite or bench runs yet, which the trends are drawn from; {len(ab_files)} A/B run(s) below." in index
-    assert index.count(">unchanged</span>") + index.count(">slower") + index.count(">faster") >= 1
+    assert index.count(">unchanged ") + index.count(">slower") + index.count(">faster") >= 1
 
 
 def test_a_repo_url_that_is_no_web_address_is_one_line():

@@ -63,3 +63,13 @@ def test_a_range_of_one_dirty_commit_is_not_read_as_a_range():
     sha = "5e3cb8314a7910b28a80f991368c165dc784e4f9+dirty"
     assert CommitLinks().range(sha, sha) == "<code>5e3cb8314a79+dirty</code> on both sides (uncommitted changes)"
     assert CommitLinks().range("a" * 40, "b" * 40) == "<code>aaaaaaaaaaaa..bbbbbbbbbbbb</code>"
+
+
+def test_ab_runs_show_what_they_measured_against_and_the_ratio(tmp_path, capsys):
+    db = str(tmp_path / "h.sqlite")
+    main(["import", "--db", db, str(ROOT / "docs" / "measurements")])
+    assert main(["report", "--db", db, "--out", str(tmp_path / "site")]) == 0
+    ab = (tmp_path / "site" / "index.html").read_text().split("<h2>A/B runs</h2>")[1]
+    # Files from before compare_to was recorded name the revision in every verdict.
+    assert "<td>HEAD (0a89f4a15) (from its verdicts)</td>" in ab and ">unchanged 0.9974 [0.9838, 1.0112]</span>" in ab
+    assert re.search(r'<span class="open" title="[^"]*">regression 1\.0\d+ \[', ab)

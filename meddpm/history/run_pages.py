@@ -34,6 +34,8 @@ RECENT_RUNS = 30  # rows of the index's table of recent runs; every run still ha
 _GIB = 2**30
 # The word an A/B verdict gives the time: "... vs REV (...) time unchanged: baseline 249 ms, now ..."
 _AB_WORD = re.compile(r"\btime ([a-z]+(?: [a-z]+)*?):")
+# ... and the revision it names: "working tree (...) vs HEAD (7f930cbe0) time ..."
+_AB_AGAINST = re.compile(r"\bvs (.+?) time [a-z]")
 
 
 def write_run_pages(
@@ -103,23 +105,49 @@ def ab_runs_table(runs: Sequence[Run], links: CommitLinks) -> str:
             f'<a href="{run_href(run.id)}">{run.started_at:%Y-%m-%d %H:%M}</a>',
             html.escape(run.arch),
             links.commit(run.commit),
-            html.escape(str((run.options or {}).get("compare_to") or "? (not recorded)")),
+            _against(run),
             run_processes(run),
-            "<br>".join(f"{html.escape(c.case)}: {_ab_verdict(c)}" for c in run.cases),
+            "<br>".join(f"{case_label(c.case)}: {_ab_verdict(c)}" for c in run.cases),
         ]
         for run in ab
     ]
-    headers = ["run (UTC)", "arch", "working tree at", "against", "processes per side", "verdicts"]
+    headers = ["run (UTC)", "arch", "working tree at", "against", "processes per side", "time: verdict, ratio [95 %]"]
     return table(headers, rows, "No A/B runs.")
 
 
+def _against(run: Run) -> str:
+    """The revision an A/B run measured against: as its file said, else as its verdicts name it (files written
+    before they recorded ``compare_to`` still say it in every verdict: ``... vs HEAD (7f930cbe0) time ...``)."""
+    recorded = (run.options or {}).get("compare_to")
+    if recorded:
+        return html.escape(str(recorded))
+    for case in run.cases:
+        for verdict in case.verdicts:
+            found = _AB_AGAINST.search(verdict)
+            if found:
+                return f"{html.escape(found.group(1))} (from its verdicts)"
+    return "not recorded"
+
+
 def _ab_verdict(case: CaseResult) -> str:
-    """A case's A/B verdict in a word (the whole verdict on hover), else its outcome."""
+    """A case's A/B time verdict in a word with its ratio and interval (the whole verdict on hover), a regression
+    in red; else its outcome."""
+    comparison = next(
+        (c for c in (case.details or {}).get("comparisons") or [] if isinstance(c, dict) and c.get("metric") == "time"),
+        None,
+    )
+    ratio = ""
+    if comparison is not None and isinstance(comparison.get("ratio"), (int, float)):
+        ratio = f" {comparison['ratio']:.4f}"
+        if isinstance(comparison.get("ci_low"), (int, float)) and isinstance(comparison.get("ci_high"), (int, float)):
+            ratio += f" [{comparison['ci_low']:.4f}, {comparison['ci_high']:.4f}]"
     for verdict in case.verdicts:
         found = _AB_WORD.search(verdict)
         if found:
-            return f'<span title="{html.escape(verdict)}">{html.escape(found.group(1))}</span>'
-    return html.escape(case.outcome or "no verdict")
+            word = found.group(1)
+            style = ' class="open"' if word == "regression" else ""
+            return f'<span{style} title="{html.escape(verdict)}">{html.escape(word)}{ratio}</span>'
+    return html.escape(case.outcome or "no verdict") + ratio
 
 
 def _kind(run: Run) -> str:
