@@ -82,11 +82,18 @@ def test_a_fifo_or_broken_link_in_a_folder_is_noted_not_opened(tmp_path, capsys)
     os.mkfifo(tmp_path / "runs" / "pipe.json")
     (tmp_path / "runs" / "gone.json").symlink_to(tmp_path / "nowhere.json")
     db = tmp_path / "h.sqlite"
-    assert main(["import", "--db", str(db), str(tmp_path / "runs")]) == 0
+    assert main(["import", "--db", str(db), str(tmp_path / "runs"), "--verbose"]) == 0
     out, err = capsys.readouterr()
     assert f"{tmp_path / 'runs' / 'pipe.json'}: a FIFO, not a results file: left out" in err
     assert f"{tmp_path / 'runs' / 'gone.json'}: a broken symlink, not a results file: left out" in err
     assert "2 file(s) read: 2 run(s) added" in out and stored_runs(db) == 2
+
+
+def test_the_files_a_folder_holds_that_are_no_results_file_are_one_summary_line(tmp_path, capsys):
+    assert main(["import", "--db", str(tmp_path / "h.sqlite"), str(MEASUREMENTS)]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and " file(s) in the folders left out, none a results file: " in err[0], err
+    assert err[0].endswith(" more (--verbose lists each with its reason)")
 
 
 def test_another_history_database_merges_in_with_what_it_knew(tmp_path, capsys):
@@ -113,8 +120,6 @@ def test_check_fails_on_an_open_regression_naming_case_metric_and_commit(tmp_pat
     out = capsys.readouterr().out
     assert "OPEN REGRESSION: a100 paper/opt1/b1 time +" in out and "from commit c0020" in out
     assert "  commits c0019..c0020; bisect: meddpm-bench --bisect c0019..c0020 --combos opt1 --preset paper\n" in out
-    assert main(["check", "--db", str(db), "--window", "3"]) == 0  # started 4 runs ago: out of a 3-run window
-    assert "no open regressions" in capsys.readouterr().out
 
 
 def test_check_passes_the_measurements_whose_memory_steps_returned_to_their_old_level(tmp_path, capsys):
@@ -154,10 +159,9 @@ def test_the_database_comes_from_the_environment_else_the_working_folder(tmp_pat
     [
         (["check", "--db", "{tmp}/none.sqlite"], "no history database at"),
         (["report", "--db", "nosuchdb://x/y", "--out", "{tmp}/site"], "no database driver for nosuchdb://x/y"),
-        (["check", "--db", "{tmp}", "--window", "3"], "is a directory"),
-        (["check", "--window", "0"], "--window must be at least 1"),
+        (["check", "--db", "{tmp}"], "is a directory"),
     ],
-    ids=["missing", "driver", "directory", "window"],
+    ids=["missing", "driver", "directory"],
 )
 def test_user_errors_are_one_line(tmp_path, capsys, args, message):
     assert main([a.replace("{tmp}", str(tmp_path)) for a in args]) == 2

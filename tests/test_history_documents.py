@@ -252,7 +252,7 @@ def _set(path: str, value: object, ddp: bool = False):
         (_set("cases.1.process_medians_ms", [230.0, float("nan")]), "case paper/opt1/b1: process_medians_ms holds nan"),
         (_set("cases.0.tflops", float("-inf")), "case paper/baseline/b1: tflops holds -inf"),
         (_set("cases.0.energy_j_per_iter", -1.0), "case paper/baseline/b1: energy_j_per_iter holds -1.0"),
-        (_set("cases.0.peak_allocated_bytes", -1), "case paper/baseline/b1: peak_allocated_bytes holds -1.0"),
+        (_set("cases.0.peak_allocated_bytes", -1), "peak_allocated_bytes holds -1; it must be a whole number"),
         (_set("ddp.0.median_ms", float("nan"), ddp=True), "case paper/opt1/b1/ddp2: median_ms holds nan"),
         (_set("ddp.0.rank_samples_ms.1.0", float("inf"), ddp=True), "ddp2: rank_samples_ms holds inf"),
         (_set("cases.1.combo", "baseline"), "case paper/baseline/b1 twice"),

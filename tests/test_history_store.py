@@ -123,8 +123,19 @@ def target(request, tmp_path) -> str:
 def test_a_new_database_is_migrated_to_the_schema_the_models_describe(target):
     with HistoryStore.open(target) as store, store.engine.connect() as connection:
         context = MigrationContext.configure(connection)
-        assert context.get_current_revision() == "0001"
+        assert context.get_current_revision() == "0002"
         assert compare_metadata(context, Base.metadata) == []
+
+
+def test_a_database_of_the_first_schema_gains_the_acknowledgements_and_keeps_its_runs(tmp_path):
+    path = tmp_path / "history.sqlite"
+    with HistoryStore.open(str(path)) as store:
+        store.add(runs(3))
+    execute_sqlite(path, "DROP TABLE acknowledgements")
+    execute_sqlite(path, "UPDATE alembic_version SET version_num = '0001'")
+    with HistoryStore.open(str(path)) as store, store.engine.connect() as connection:
+        assert len(store.runs()) == 3 and store.acknowledgements() == []
+        assert MigrationContext.configure(connection).get_current_revision() == "0002"
 
 
 def test_opening_again_keeps_the_data(target):
@@ -345,6 +356,6 @@ def test_a_read_only_history_of_an_older_schema_is_one_line(tmp_path, monkeypatc
     path = tmp_path / "history.sqlite"
     HistoryStore.open(str(path)).close()
     monkeypatch.setattr("meddpm.history.store._writable", lambda _path: False)
-    monkeypatch.setattr(ScriptDirectory, "get_current_head", lambda self: "0002")
-    with pytest.raises(UserError, match="schema revision 0001, older than this meddpm-perf reads .0002., and is"):
+    monkeypatch.setattr(ScriptDirectory, "get_current_head", lambda self: "0003")
+    with pytest.raises(UserError, match="schema revision 0002, older than this meddpm-perf reads .0003., and is"):
         HistoryStore.open(str(path), create=False)

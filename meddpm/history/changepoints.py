@@ -68,7 +68,6 @@ RULES = {
 MIN_SEGMENT = 2  # runs on each side of a step: one odd night is an outlier, not a step
 PRIOR_WEIGHT = 10  # the prior noise counts as this many runs' worth of evidence
 MIN_CASES_FOR_FACTOR = 3  # a median of fewer cases is not robust to one of them stepping
-OPEN_WINDOW = 14  # a regression fails `check` for this many runs after it started (see docs/history.md)
 # The regression alarm: runs a step must have persisted before it is raised (the goals' delays: a step of
 # one case within 3 nights, of every case within 5) and runs of the level it is measured against.
 CASE_NIGHTS = 3
@@ -330,10 +329,17 @@ class Step:
     z: float
     p_value: float
     runs_since: int  # the case's own runs from the first after the step to the latest, both counted
-    open: bool  # a regression that has not recovered and started within the open window
+    open: bool  # a regression that has not recovered: a later step has not brought the series back
     environment: tuple[str, ...]  # what changed in the environment at that run
     good_commit: str  # the commit of the case's last run before the step
     bisect_case: str  # the case a bisection measures: this one, or for ALL_CASES one of them
+    note: str | None = None  # an open regression acknowledged as known and expected: why (meddpm.history.acks)
+    noted_at: datetime.datetime | None = None  # when it was acknowledged, UTC
+
+    @property
+    def failing(self) -> bool:
+        """An open regression that nobody has acknowledged: what ``check`` fails on."""
+        return self.open and self.note is None
 
     @property
     def regression(self) -> bool:
@@ -356,6 +362,13 @@ class Step:
 
     def triage(self) -> str:
         """The step's commit range (last good..first bad) and the command that bisects it, or why there is none."""
+        if self.case == ALL_CASES and self.environment:
+            # Every case moved at once, at the run where the software or the card changed: the commits between
+            # the two runs would all measure alike on the new environment, so a bisection would find nothing.
+            return (
+                f"no commit range to bisect: every case moved where the environment changed "
+                f"({', '.join(self.environment)}); measure the last good commit on the new environment to confirm"
+            )
         good, bad = _revision(self.good_commit), _revision(self.commit)
         if good is None or bad is None:
             return f"no commit range to bisect: a commit is unknown ({self.good_commit[:12]}..{self.commit[:12]})"
@@ -376,7 +389,7 @@ def _revision(commit: str) -> str | None:
     return revision[:12] if revision and revision != "unknown" else None
 
 
-def detect(frame: pd.DataFrame, window: int = OPEN_WINDOW) -> list[Step]:
+def detect(frame: pd.DataFrame) -> list[Step]:
     """Every step in ``frame`` (see :func:`meddpm.history.series.case_frame`), per architecture and metric."""
     env_by_run: dict[int, list[EnvironmentChange]] = {}
     for change in environment_changes(frame):
@@ -418,7 +431,7 @@ def detect(frame: pd.DataFrame, window: int = OPEN_WINDOW) -> list[Step]:
                         z=split.z,
                         p_value=split.p_value,
                         runs_since=since,
-                        open=change >= rule.min_step and not recovered and since <= window,
+                        open=change >= rule.min_step and not recovered,
                         environment=tuple(c.describe() for c in env_by_run.get(run_id, [])),
                         good_commit=str(runs.loc[good_run, "commit"]),
                         bisect_case=str(table.columns[0]) if case == ALL_CASES else case,

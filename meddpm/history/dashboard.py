@@ -13,35 +13,31 @@ from __future__ import annotations
 
 import datetime
 import html
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
-import plotly.graph_objects as go
-import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
 from meddpm.atomic import write_text_atomic
-from meddpm.history.changepoints import ALL_CASES, RULES, Step
-from meddpm.history.html_parts import PLOTLY_JS, CommitLinks, page, slug, table
+from meddpm.history.changepoints import Step
+from meddpm.history.charts import band_noise, chart, lazy_script
+from meddpm.history.grid import baseline_values, grid_html
+from meddpm.history.html_parts import (
+    PLOTLY_JS,
+    CommitLinks,
+    case_anchor,
+    case_label,
+    page,
+    page_name,
+    run_href,
+    software_version,
+    table,
+)
 from meddpm.history.models import Run
-from meddpm.history.run_pages import ab_runs_table, recent_runs_table, run_href, write_run_pages
+from meddpm.history.run_pages import ab_runs_table, recent_runs_table, write_run_pages
 from meddpm.history.series import METRICS, EnvironmentChange
-
-_WORSE, _BETTER, _ENVIRONMENT, _BAND = "#c0392b", "#1e8449", "#7f8c8d", "rgba(31, 119, 180, 0.12)"
-# Room either side of a chart's runs: a twenty-fifth of their span, at least an hour (one run has none).
-_PAD, _MIN_PAD = 0.04, datetime.timedelta(hours=1)
-# Zoom, pan, reset and download stay; the rest of Plotly's tool bar would cover a small chart's title.
-_FEWER_BUTTONS = [
-    "select2d",
-    "lasso2d",
-    "zoomIn2d",
-    "zoomOut2d",
-    "autoScale2d",
-    "hoverClosestCartesian",
-    "hoverCompareCartesian",
-    "toggleSpikelines",
-]
 
 
 def write_site(
@@ -52,12 +48,14 @@ def write_site(
     database: str,
     runs: Sequence[Run] = (),
     links: CommitLinks | None = None,
+    baselines: Path | None = None,
 ) -> list[Path]:
     """Write the index, a page per architecture and per run, and Plotly's script into ``out``.
 
     ``frame``, ``steps`` and ``changes``: the trends (:func:`~meddpm.history.series.case_frame`); ``runs``:
     every stored run, A/B runs included, for the tables of runs and their pages; ``links``: how commits are
-    shown (plain text by default). Returns the index, then the
+    shown (plain text by default); ``baselines``: the folder of baseline files the index's grid sets the latest
+    values against (None: none). Returns the index, then the
     architecture pages, then the run pages.
     """
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -66,15 +64,18 @@ def write_site(
     out.mkdir(parents=True, exist_ok=True)
     write_text_atomic(out / PLOTLY_JS, get_plotlyjs())
     pages = [out / "index.html"]
-    write_text_atomic(pages[0], _index(frame, steps, archs, runs, links, database, stamp))
+    grids = {
+        arch: grid_html(arch, frame[frame["arch"] == arch], steps, baseline_values(baselines, arch)) for arch in archs
+    }
+    write_text_atomic(pages[0], _index(frame, steps, archs, runs, links, database, stamp, grids))
     for arch in archs:
-        arch_page = out / f"{slug(arch)}.html"
+        arch_page = out / f"{page_name(arch)}.html"
         rows = frame[frame["arch"] == arch]
         arch_steps = [s for s in steps if s.arch == arch]
         arch_changes = [c for c in changes if c.arch == arch]
         write_text_atomic(arch_page, _arch_page(arch, rows, arch_steps, arch_changes, links, stamp))
         pages.append(arch_page)
-    return pages + write_run_pages(out, runs, links, stamp)
+    return pages + write_run_pages(out, runs, links, stamp, set(archs))
 
 
 def _index(
@@ -85,22 +86,25 @@ def _index(
     links: CommitLinks,
     database: str,
     stamp: str,
+    grids: Mapping[str, str],
 ) -> str:
     rows = []
     for arch in archs:
         trend = frame[frame["arch"] == arch].drop_duplicates("run_id")
-        open_count = sum(1 for s in steps if s.arch == arch and s.open)
+        open_count = sum(1 for s in steps if s.arch == arch and s.failing)
+        noted = sum(1 for s in steps if s.arch == arch and s.open and not s.failing)
         latest = trend.iloc[-1]
         rows.append(
             [
-                f'<a href="{slug(arch)}.html">{html.escape(arch)}</a>',
+                f'<a href="{page_name(arch)}.html">{html.escape(arch)}</a>',
                 len(trend),
                 f"{latest['started_at']:%Y-%m-%d %H:%M}",
                 links.commit(str(latest["commit"])),
                 f'<span class="open">{open_count}</span>' if open_count else open_count,
+                noted,
             ]
         )
-    headers = ["architecture", "runs in the trends", "latest run", "latest commit", "open regressions"]
+    headers = ["architecture", "runs in the trends", "latest run", "latest commit", "open regressions", "acknowledged"]
     others = len(runs) - frame["run_id"].nunique() if runs else 0
     empty = (
         f"No suite or bench runs yet, which the trends are drawn from; {others} A/B run(s) below."
@@ -110,32 +114,77 @@ def _index(
     body = (
         "<h1>Med-DDPM performance history</h1>"
         f"<p>From {html.escape(database)}, {stamp}.</p>{table(headers, rows, empty)}"
-        f"<h2>Open regressions</h2>{_steps_table([s for s in steps if s.open], links, bisect=True)}"
-        f"<h2>Recent runs</h2>{recent_runs_table(runs, links)}"
+        f"{_open_tables(steps, links)}"
+        + "".join(
+            f'<h2>{html.escape(arch)}: every case</h2><p class="none">The latest value, its change against the last '
+            "good run (before the first open regression; else the run before) and the stored baseline, and its "
+            "runs as a line. Red: an open regression; amber: an acknowledged one. Hover a cell for its steps.</p>"
+            f"{grids[arch]}"
+            for arch in archs
+        )
+        + f"<h2>Recent runs</h2>{recent_runs_table(runs, links)}"
         f"<h2>A/B runs</h2>{ab_runs_table(runs, links)}"
     )
     return page("Med-DDPM performance history", body)
 
 
-def _steps_table(steps: Sequence[Step], links: CommitLinks, bisect: bool = False) -> str:
-    headers = ["arch", "case", "metric", "change", "before &rarr; after", "p", "commits (last good..first bad)"]
+def _open_tables(steps: Sequence[Step], links: CommitLinks) -> str:
+    """The open regressions nobody acknowledged, with their bisect commands; then the acknowledged ones. A
+    change that steps a case's series in one process and in several is one row (both series in it)."""
+    acknowledged = [s for s in steps if s.open and not s.failing]
+    failing = [s for s in steps if s.failing]
+    return f"<h2>Open regressions</h2>{_steps_table(failing, links, bisect=True, merge=True)}" + (
+        f"<h2>Acknowledged regressions</h2>{_steps_table(acknowledged, links, merge=True)}" if acknowledged else ""
+    )
+
+
+def _state(step: Step) -> str:
+    """Where the step stands, in words: open, acknowledged (and why), back at its level, or an improvement."""
+    if step.failing:
+        return '<span class="open">open</span>'
+    if step.open:
+        return f"acknowledged {step.noted_at:%Y-%m-%d}: {html.escape(step.note or '')}"
+    return "back at its level" if step.regression else "improvement"
+
+
+def _one_change(steps: Sequence[Step]) -> list[list[Step]]:
+    """``steps`` grouped where they are one change seen twice: the same architecture, case (its ``/p<N>`` series
+    too), metric, direction and state."""
+    groups: dict[tuple, list[Step]] = {}
+    for step in steps:
+        case = re.sub(r"/p\d+$", "", step.case)
+        groups.setdefault((step.arch, case, step.metric, step.regression, step.failing, step.note), []).append(step)
+    return list(groups.values())
+
+
+def _steps_table(steps: Sequence[Step], links: CommitLinks, bisect: bool = False, merge: bool = False) -> str:
+    headers = ["architecture", "case", "metric", "state", "change", "before &rarr; after", "p-value"]
+    headers += ["commits (last good..first bad)"]
     headers += ["first run after", "runs since", "environment change there"] + (["bisect"] if bisect else [])
-    rows = [
-        [
-            html.escape(s.arch),
-            html.escape(s.case),
-            s.metric,
-            f"{s.change:+.1%}",
-            _levels(s),
-            f"{s.p_value:.2g}",
-            links.range(s.good_commit, s.commit),
-            f'<a href="{run_href(s.run_id)}">{s.started_at:%Y-%m-%d %H:%M}</a>',
-            s.runs_since,
-            html.escape(", ".join(s.environment)) or "-",
-        ]
-        + ([_bisect(s)] if bisect else [])
-        for s in steps
-    ]
+    groups = _one_change(steps) if merge else [[s] for s in steps]
+    rows = []
+    for group in groups:
+        first = group[0]
+
+        def each(cell, group=group) -> str:
+            return "<br>".join(str(cell(s)) for s in group)
+
+        rows.append(
+            [
+                html.escape(first.arch),
+                each(lambda s: case_label(s.case)),
+                first.metric,
+                _state(first),
+                each(lambda s: f"{s.change:+.1%}"),
+                each(_levels),
+                each(lambda s: f"{s.p_value:.2g}"),
+                each(lambda s: links.range(s.good_commit, s.commit)),
+                each(lambda s: f'<a href="{run_href(s.run_id)}">{s.started_at:%Y-%m-%d %H:%M}</a>'),
+                each(lambda s: s.runs_since),
+                each(lambda s: html.escape(", ".join(s.environment)) or "-"),
+            ]
+            + ([each(_bisect)] if bisect else [])
+        )
     return table(headers, rows, "None.")
 
 
@@ -162,7 +211,7 @@ def _arch_page(
 ) -> str:
     latest = frame.iloc[-1]
     software = ", ".join(
-        f"{label}{latest[name]}"
+        f"{label}{software_version(name, latest[name])}"
         for name, label in (
             ("gpu_name", ""),
             ("driver", "driver "),
@@ -178,20 +227,28 @@ def _arch_page(
     sections = []
     for case in order:
         rows = frame[frame["case"] == case]
-        charts = [_chart(arch, case, metric, rows, steps, changes) for metric in METRICS if rows[metric].notna().any()]
-        sections.append(f'<h3>{html.escape(case)}</h3><div class="charts">{"".join(charts)}</div>')
+        drawn = [metric for metric in METRICS if rows[metric].notna().any()]
+        charts = [chart(arch, case, metric, rows, steps, changes) for metric in drawn]
+        sections.append(
+            f'<h3 id="{case_anchor(case)}">{case_label(case)}</h3><div class="charts">{"".join(charts)}</div>'
+        )
     body = (
         f'<p><a href="index.html">&larr; all architectures</a></p><h1>{html.escape(arch)}</h1>'
         f"<p>{frame['run_id'].nunique()} runs; latest {latest['started_at']:%Y-%m-%d %H:%M} "
         f"({html.escape(software)}). {stamp}.</p>"
-        f"<h2>Open regressions</h2>{_steps_table([s for s in steps if s.open], links, bisect=True)}"
+        f"{_open_tables(steps, links)}"
         f"<h2>All steps found</h2>{_steps_table(steps, links)}"
         f"<h2>Environment changes</h2>{_changes_table(changes, links)}"
-        "<h2>Cases</h2><p>Red lines: a step to worse, green: to better (the first run after it); grey dots: "
-        "an environment change. The shaded band: the case's level since its last step, give or take the "
-        "smallest step <code>check</code> reports; error bars: the spread of the run's time (the range of its "
-        f"processes' medians, else its rounds' quartiles). Times are UTC; hover a point for its commit.</p>"
-        f"{''.join(sections)}"
+        "<h2>Cases</h2><p>How to read a chart: each point is a run, in order, labelled by its commit and date "
+        "(click one to open its run page). The shaded band is the case's level since its last step, give or take "
+        f"twice the nights' measured noise (time {band_noise('time'):.1%}, memory {band_noise('memory'):.1%}, "
+        f"energy {band_noise('energy'):.1%}): ordinary nights fall inside it. A step is reported where runs "
+        "stay beyond the smallest step <code>check</code> reports (1 %, 3 % for energy) and stand out from the "
+        "noise once the movement every case shares that night is taken out, so a point outside the band is not "
+        "a step by itself. Red lines: a step to worse, amber: one acknowledged, green: to better; grey dots: an "
+        "environment change; error bars: the spread of the run's time (its processes' medians, else its "
+        "rounds' quartiles).</p>"
+        f"{''.join(sections)}<script>{lazy_script()}</script>"
     )
     return page(f"{arch}: Med-DDPM performance history", body, plotly=True)
 
@@ -208,115 +265,3 @@ def _changes_table(changes: Sequence[EnvironmentChange], links: CommitLinks) -> 
     return table(["run", "commit", "change"], rows, "None recorded.")
 
 
-def _chart(
-    arch: str,
-    case: str,
-    metric: str,
-    rows: pd.DataFrame,
-    steps: Sequence[Step],
-    changes: Sequence[EnvironmentChange],
-) -> str:
-    """One metric of one case over its runs, with the steps, the current level's band and environment changes.
-
-    The x axis spans this case's runs only: a step or an environment change of the architecture outside them
-    (another case's series, or a run before this series began) is not drawn, so it cannot stretch the axis.
-    """
-    info = METRICS[metric]
-    rows = rows[rows[metric].notna()]
-    hover = rows[["commit", "kind", "host", "driver", "torch", "run_id"]].fillna("?").astype(str)
-    hover["commit"] = hover["commit"].str[:12]
-    spread = None
-    if metric == "time" and rows["time_low"].notna().any():
-        spread = {
-            "type": "data",
-            "symmetric": False,
-            "array": (rows["time_high"] - rows[metric]).fillna(0).to_numpy(),
-            "arrayminus": (rows[metric] - rows["time_low"]).fillna(0).to_numpy(),
-            "thickness": 1,
-            "width": 2,
-        }
-    figure = go.Figure(
-        go.Scatter(
-            x=rows["started_at"],
-            y=rows[metric],
-            mode="lines+markers",
-            name=info.unit,
-            error_y=spread,
-            customdata=hover.to_numpy(),
-            hovertemplate="%{x|%Y-%m-%d %H:%M}<br>%{y:.4g} "
-            + info.unit
-            + "<br>commit %{customdata[0]} (%{customdata[1]}, run %{customdata[5]})<br>host %{customdata[2]}"
-            + "<br>driver %{customdata[3]}, torch %{customdata[4]}<extra></extra>",
-        )
-    )
-    first, last = rows["started_at"].min(), rows["started_at"].max()
-    pad = max((last - first) * _PAD, _MIN_PAD)
-    # TFLOP/s is flops over time: its steps are the time steps, drawn here too.
-    marked = "time" if metric == "tflops" else metric
-    drawn = [s for s in steps if s.metric == marked and s.case in (case, ALL_CASES) and first <= s.started_at <= last]
-    for step in drawn:
-        label = f"{'all cases ' if step.case == ALL_CASES else ''}{step.metric} {step.change:+.1%}"
-        _vertical(figure, step.started_at, _WORSE if step.regression else _BETTER, label, "solid", above=True)
-    for change in changes:
-        if first <= change.started_at <= last:
-            _vertical(figure, change.started_at, _ENVIRONMENT, change.describe(), "dot", above=False)
-    _band(figure, rows, metric, max((s.started_at for s in drawn), default=first), last)
-    figure.update_layout(
-        title={"text": f"{case}: {metric} ({info.unit})", "font": {"size": 13}, "x": 0.01, "xanchor": "left"},
-        height=280,
-        margin={"l": 50, "r": 10, "t": 40, "b": 10},
-        showlegend=False,
-        # No named template: applying one copies it whole, 0.1 s a chart, most of the time a site takes.
-        template="none",
-        plot_bgcolor="white",
-        # automargin: a short range's two-line tick labels (time over date) get the room they need.
-        xaxis={"showgrid": True, "gridcolor": "#eee", "range": [first - pad, last + pad], "automargin": True},
-        yaxis={"showgrid": True, "gridcolor": "#eee", "automargin": True},
-    )
-    return pio.to_html(
-        figure,
-        full_html=False,
-        include_plotlyjs=False,
-        div_id=f"chart-{slug(arch)}-{slug(case)}-{metric}",
-        config={"displaylogo": False, "responsive": True, "modeBarButtonsToRemove": _FEWER_BUTTONS},
-        default_height="280px",
-    )
-
-
-def _band(
-    figure: go.Figure, rows: pd.DataFrame, metric: str, since: datetime.datetime, last: datetime.datetime
-) -> None:
-    """The case's level since its last step, give or take the smallest step ``check`` reports (its rule's)."""
-    level = float(rows.loc[rows["started_at"] >= since, metric].median())
-    width = RULES["time" if metric == "tflops" else metric].min_step
-    figure.add_shape(
-        type="rect",
-        x0=since,
-        x1=last,
-        y0=level * (1 - width),
-        y1=level * (1 + width),
-        fillcolor=_BAND,
-        line={"width": 0},
-        layer="below",
-    )
-
-
-def _vertical(figure: go.Figure, at: datetime.datetime, colour: str, label: str, dash: str, above: bool) -> None:
-    """A vertical line at ``at`` with its label above the plot (steps) or inside its top (environment changes).
-
-    Two places, so a step and the driver update that caused it stay readable at one date. Shapes and
-    annotations by hand: add_vline's annotations cannot take a date on the x axis.
-    """
-    figure.add_shape(
-        type="line", x0=at, x1=at, y0=0, y1=1, yref="paper", line={"color": colour, "width": 1.5, "dash": dash}
-    )
-    figure.add_annotation(
-        x=at,
-        y=1,
-        yref="paper",
-        text=html.escape(label),
-        showarrow=False,
-        font={"size": 10, "color": colour},
-        xanchor="left",
-        yanchor="bottom" if above else "top",
-    )

@@ -6,7 +6,9 @@ it did not say (what the run was, the bench's architecture), and :func:`~meddpm.
 reads it into one typed :class:`~meddpm.history.results.ResultsDocument`. Anything else is refused with one
 line, so a foreign file in a batch is named and skipped rather than stored as nonsense; so is a figure no
 measurement gives (a time that is not a number, NaN, infinite, 0 or negative; a negative or non-finite
-energy, clock or count) and a date that is none, naming the case and the field.
+energy, clock or count), one beyond any measurement (1e400, which JSON reads as infinite; a median of 1e308 ms), a
+count or size its column cannot hold, a text longer than its column, and a date that is none, naming the case
+and the field.
 """
 
 from __future__ import annotations
@@ -34,6 +36,13 @@ _DESCRIPTION = ("run_kind", "processes", "compare_to")  # the fields that say wh
 # Run fields that a live append knows but a results file does not carry (the suite and the bench
 # add them from the machine they run on): they fill the run's columns when given.
 CONTEXT_FIELDS = ("branch", "host", "gpu_uuid", "driver", "options")
+# Bounds no measurement reaches, so that a typo or a corrupt file is refused rather than stored: over a day per
+# iteration; joules, MHz, degrees or TFLOP/s far above any card; what a BIGINT column (bytes) and an INTEGER
+# column (batch and world sizes: PostgreSQL's integer is 32 bits) hold.
+_MAX_MS = 1e8
+_MAX_FIGURE = 1e9
+_MAX_COUNT = 2**63 - 1
+_MAX_SIZE = 2**31 - 1
 
 # Case fields that get a column of their own; the rest of a case goes into ``details`` unchanged.
 _COLUMNS = {
@@ -95,6 +104,7 @@ def run_from_document(document: Any, source: str, context: Mapping[str, Any] | N
     run.source = source
     run.fingerprint = fingerprint(document)
     run.added_at = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+    _fits(run)
     return run
 
 
@@ -141,7 +151,8 @@ def _run(document: ResultsDocument) -> Run:
 
 
 def _case(case: Mapping[str, Any]) -> CaseResult:
-    name = f"{case['preset']}/{case['combo']}/b{int(case['batch_size'])}"
+    batch = _size(case["batch_size"], f"{case['preset']}/{case['combo']}", "batch_size")
+    name = f"{case['preset']}/{case['combo']}/b{batch}"
     process_medians = _times(case.get("process_medians_ms") or [], name, "process_medians_ms")
     if len(process_medians) > 1:
         median = statistics.median(process_medians)
@@ -151,7 +162,7 @@ def _case(case: Mapping[str, Any]) -> CaseResult:
         case=name,
         preset=str(case["preset"]),
         combo=str(case["combo"]),
-        batch_size=int(case["batch_size"]),
+        batch_size=batch,
         world_size=None,
         math_precision=case.get("math_precision"),
         median_ms=median,
@@ -176,14 +187,14 @@ def _case(case: Mapping[str, Any]) -> CaseResult:
 
 def _ddp_case(result: Mapping[str, Any]) -> CaseResult:
     """A DDP result as a case of its own: the slowest rank of each round is the round's time."""
-    batch = int(result["batch_per_rank"])
-    world = int(result["world_size"])
+    where = f"{result['preset']}/{result['combo']} (DDP)"
+    batch = _size(result["batch_per_rank"], where, "batch_per_rank")
+    world = _size(result["world_size"], where, "world_size")
     name = f"{result['preset']}/{result['combo']}/b{batch}/ddp{world}"
     ranks: Sequence[Sequence[float]] = [_times(r, name, "rank_samples_ms") for r in result["rank_samples_ms"]]
     slowest = [max(values) for values in zip(*ranks)]
     energy = _figures(_per_rank(result, "energy_j_per_iter"), name, "energy_j_per_iter")
-    peaks = _per_rank(result, "peak_allocated_bytes")
-    _figures(peaks, name, "peak_allocated_bytes")
+    peaks = _counts(_per_rank(result, "peak_allocated_bytes"), name, "peak_allocated_bytes")
     clocks = _figures(_per_rank(result, "sm_clock_min_mhz"), name, "sm_clock_min_mhz")
     return CaseResult(
         case=name,
@@ -241,6 +252,8 @@ def _times(values: Sequence[Any], case: str, field: str) -> list[float]:
     for value in times:
         if not (math.isfinite(value) and value > 0):
             raise UserError(f"case {case}: {field} holds {value}; a time must be a finite number of ms above 0")
+        if value > _MAX_MS:
+            raise UserError(f"case {case}: {field} holds {value:g}, beyond any measurement (at most {_MAX_MS:g} ms)")
     return times
 
 
@@ -250,6 +263,8 @@ def _figures(values: Sequence[Any], case: str, field: str) -> list[float]:
     for value in figures:
         if not (math.isfinite(value) and value >= 0):
             raise UserError(f"case {case}: {field} holds {value}; it must be a finite number, 0 or more")
+        if value > _MAX_FIGURE:
+            raise UserError(f"case {case}: {field} holds {value:g}, beyond any measurement (at most {_MAX_FIGURE:g})")
     return figures
 
 
@@ -270,7 +285,34 @@ def _figure(case: Mapping[str, Any], field: str, name: str) -> float | None:
 
 def _count(case: Mapping[str, Any], field: str, name: str) -> int | None:
     value = case.get(field)
-    if value is None:
-        return None
-    _figures([value], name, field)
-    return int(value)  # the value itself: a float would round a count above 2**53
+    return None if value is None else _counts([value], name, field)[0]
+
+
+def _counts(values: Sequence[Any], case: str, field: str) -> list[int]:
+    """Counts (bytes): each a whole number from 0 to what a BIGINT holds, or a one-line UserError."""
+    _numbers(values, case, field)
+    for value in values:
+        if not (math.isfinite(value) and 0 <= value <= _MAX_COUNT and float(value).is_integer()):
+            raise UserError(f"case {case}: {field} holds {value}; it must be a whole number from 0 to {_MAX_COUNT}")
+    return [int(v) for v in values]  # the values themselves: a float would round a count above 2**53
+
+
+def _size(value: Any, where: str, field: str) -> int:
+    """A batch or world size: a whole number from 1 to what an INTEGER column holds, or a one-line UserError."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 1 <= value <= _MAX_SIZE:
+        raise UserError(f"{where}: {field} = {json.dumps(value)}, which must be a whole number from 1 to {_MAX_SIZE}")
+    if not float(value).is_integer():
+        raise UserError(f"{where}: {field} = {json.dumps(value)}, which must be a whole number")
+    return int(value)
+
+
+def _fits(run: Run) -> None:
+    """Refuse a text longer than its column: PostgreSQL would refuse it at the insert, and with it the batch."""
+    rows = [("the run's", run)] + [(f"case {case.case}:", case) for case in run.cases]
+    for where, row in rows:
+        for column in row.__table__.columns:
+            value, length = getattr(row, column.key), getattr(column.type, "length", None)
+            if length is not None and isinstance(value, str) and len(value) > length:
+                raise UserError(
+                    f"{where} {column.key} is {len(value)} characters long; the history keeps at most {length}"
+                )

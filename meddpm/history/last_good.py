@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import datetime
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from meddpm.errors import UserError
+from meddpm.history.acks import covered
 from meddpm.history.changepoints import detect
-from meddpm.history.models import Run
+from meddpm.history.models import Acknowledgement, Run
 from meddpm.history.series import TREND_KINDS, case_frame, run_processes
-from meddpm.history.store import DEFAULT_DB, HistoryStore, resolve_target
+from meddpm.history.store import DEFAULT_DB, HistoryLocked, HistoryStore, resolve_target
 from meddpm.judge.drift import Attribution, attribute, environment_differences
 from meddpm.judge.verdict import Verdict
 
@@ -96,6 +98,8 @@ def compare_to_last_good(
         return None
     try:
         return last_good(target, arch, kind, processes)
+    except HistoryLocked:
+        raise  # the lookup in any number of processes would wait for the same lock again
     except UserError:
         return last_good(target, arch, kind)
 
@@ -113,7 +117,12 @@ def last_good(target: str | None, arch: str, kind: str, processes: int | None = 
     try:
         with HistoryStore.open(database, create=False) as store:
             runs = store.runs()
+            acks = store.acknowledgements()
             label = store.label
+        for line in store.skipped:
+            print(f"history {label}: {line}", file=sys.stderr)
+    except HistoryLocked:
+        raise  # a lock is no missing history: running the suite with --history would not help
     except UserError as exc:
         raise UserError(f"no last good run: {exc}; {_FIX}") from None
     wanted = " ".join(filter(None, [kind, "run", f"in {processes} process(es)" if processes else ""]))
@@ -124,7 +133,7 @@ def last_good(target: str | None, arch: str, kind: str, processes: int | None = 
     ]
     if not candidates:
         raise UserError(f"no last good run: the history {label} holds no {wanted} on {arch}; {_FIX}")
-    first_bad = _first_regressed_run(runs, arch)
+    first_bad = _first_regressed_run(runs, acks, arch)
     before = [run for run in candidates if first_bad is None or _order(run) < _order(first_bad)]
     if not before:
         raise UserError(
@@ -151,11 +160,12 @@ def last_good(target: str | None, arch: str, kind: str, processes: int | None = 
     return _last_good(committed[-1], processes)
 
 
-def _first_regressed_run(runs: list[Run], arch: str) -> Run | None:
-    """The earliest run at which an open regression of ``arch`` starts, or None where none is open."""
+def _first_regressed_run(runs: list[Run], acks: list[Acknowledgement], arch: str) -> Run | None:
+    """The earliest run at which an open regression of ``arch`` starts, or None where none is open. An
+    acknowledged one is known and expected: the runs after it are good, as ``check`` passes them."""
     by_id = {run.id: run for run in runs}
     frame = case_frame([run for run in runs if run.arch == arch])
-    starts = [by_id[step.run_id] for step in detect(frame) if step.open]
+    starts = [by_id[step.run_id] for step in covered(detect(frame), acks) if step.failing]
     return min(starts, key=_order, default=None)
 
 

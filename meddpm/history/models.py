@@ -84,3 +84,30 @@ class CaseResult(Base):
     details: Mapped[dict[str, Any]] = mapped_column(JSON)  # every other field of the source, kept as it came
 
     run: Mapped[Run] = relationship(back_populates="cases")
+
+
+class Acknowledgement(Base):
+    """A regression marked as known and expected (``meddpm-history ack``): ``check`` no longer fails on it.
+
+    It names the series and the step as ``check`` saw it; it covers that series' open regression as long as the
+    step started no later than ``through``, the series' newest run when it was acknowledged, so a step that
+    starts after it (the same series regressing again after a fix) is open anew.
+    """
+
+    __tablename__ = "acknowledgements"
+    __table_args__ = (UniqueConstraint("arch", "case", "metric", "step_started_at", name="uq_acknowledgements_step"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    arch: Mapped[str] = mapped_column(String(64))
+    case: Mapped[str] = mapped_column(String(255))  # as check prints it: preset/combo/b<batch>[/p<N>], or all cases
+    metric: Mapped[str] = mapped_column(String(16))
+    step_commit: Mapped[str] = mapped_column(String(80))  # the first commit after the step
+    step_started_at: Mapped[datetime.datetime] = mapped_column(DateTime)  # its first run's start, UTC
+    through: Mapped[datetime.datetime] = mapped_column(DateTime)  # the series' newest run then, UTC
+    note: Mapped[str] = mapped_column(String(2000))
+    acknowledged_at: Mapped[datetime.datetime] = mapped_column(DateTime)  # UTC
+
+    @property
+    def key(self) -> tuple[str, str, str, datetime.datetime]:
+        """What makes an acknowledgement the same one, however often it is imported."""
+        return self.arch, self.case, self.metric, self.step_started_at

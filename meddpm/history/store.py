@@ -13,6 +13,7 @@ import os
 import random
 import re
 import sqlite3
+import sys
 import time
 import urllib.parse
 from collections.abc import Iterator, Sequence
@@ -27,16 +28,19 @@ from alembic.util.exc import CommandError
 from sqlalchemy import Engine, create_engine, event, inspect, select, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError, OperationalError, SQLAlchemyError
-from sqlalchemy.orm import Session, selectinload
+from sqlalchemy.orm import Session
 
 from meddpm.errors import UserError, first_line
-from meddpm.history.models import CaseResult, Run
+from meddpm.history.models import Acknowledgement, Run
+from meddpm.history.rows import read_runs
 
 ENV_VAR = "MEDDPM_HISTORY"
 DEFAULT_DB = "perf-history.sqlite"
 MIGRATIONS = Path(__file__).with_name("migrations")
 # Seconds an SQLite writer waits for another one to finish: an import of a whole artifact takes a second or two.
 _BUSY_TIMEOUT_S = 120
+# Seconds a reader tries before it says that it waits for a lock: most locks are gone by then, silently.
+_QUIET_WAIT_S = 1.0
 # PostgreSQL advisory-lock key ("medd") that serialises migrations between runners opening one server at once.
 _MIGRATION_LOCK = 0x6D656464
 
@@ -84,6 +88,10 @@ def _hide_password(target: str) -> str:
     return re.sub(r"(//[^/@]*?:)[^/@]*@", r"\1***@", target)
 
 
+class HistoryLocked(UserError):
+    """The history is locked by another process beyond the busy timeout: waiting again would not help."""
+
+
 @dataclass(frozen=True)
 class AddResult:
     """What an append did: runs stored now, and runs that were there already."""
@@ -98,6 +106,7 @@ class HistoryStore:
     def __init__(self, engine: Engine, label: str):
         self.engine = engine
         self.label = label  # the database, for messages: a path, or the URL without its password
+        self.skipped: list[str] = []  # a line per row that runs() could not read back, and left out
 
     @classmethod
     def open(cls, target: str, *, create: bool = True) -> HistoryStore:
@@ -159,6 +168,10 @@ class HistoryStore:
         """Database failures as one line naming the database; anything else passes through."""
         try:
             yield
+        except OperationalError as exc:
+            if _locked(exc.orig):
+                raise _locked_error(self.label) from None
+            raise UserError(f"history database {self.label}: {doing} failed: {_first_line(exc)}") from None
         except SQLAlchemyError as exc:
             raise UserError(f"history database {self.label}: {doing} failed: {_first_line(exc)}") from None
 
@@ -227,10 +240,19 @@ class HistoryStore:
             except CommandError as exc:
                 raise UserError(f"history database {self.label}: migrating failed: {_first_line(exc)}") from None
 
-    def add(self, runs: Sequence[Run]) -> AddResult:
-        """Store the runs not stored yet, all in one transaction: an interrupted append stores none of them."""
-        with self._errors("appending"), Session(self.engine.execution_options(write=True)) as session:
+    def add(self, runs: Sequence[Run], acks: Sequence[Acknowledgement] = ()) -> AddResult:
+        """Store the runs and acknowledgements not stored yet, all in one transaction: an interrupted append
+        stores none of them. An acknowledgement of a step already acknowledged replaces its note."""
+        engine = self.engine.execution_options(write=True)
+        with self._errors("appending"), Session(engine, expire_on_commit=False) as session:
             with session.begin():
+                stored = {a.key: a for a in session.scalars(select(Acknowledgement))}
+                for ack in acks:
+                    if ack.key in stored:
+                        stored[ack.key].note = ack.note
+                    else:
+                        session.add(ack)
+                        stored[ack.key] = ack
                 fingerprints = [run.fingerprint for run in runs]
                 known = set(session.scalars(select(Run.fingerprint).where(Run.fingerprint.in_(fingerprints))))
                 added = 0
@@ -259,25 +281,29 @@ class HistoryStore:
         return True
 
     def runs(self) -> list[Run]:
-        """Every stored run with its cases, oldest first, detached from the database."""
-        query = select(Run).options(selectinload(Run.cases)).order_by(Run.started_at, Run.id)
+        """Every stored run with its cases, oldest first, detached from the database.
+
+        A row that does not read back (:mod:`meddpm.history.rows`) is left out, with a line in :attr:`skipped`.
+        """
+        with self._errors("reading"), self.engine.connect() as connection:
+            runs, self.skipped = read_runs(connection)
+        return runs
+
+    def acknowledgements(self) -> list[Acknowledgement]:
+        """Every acknowledged regression, detached from the database."""
         with self._errors("reading"), Session(self.engine, expire_on_commit=False) as session:
-            return list(session.scalars(query))
-
-
-def copy_run(run: Run) -> Run:
-    """A new, unstored copy of ``run`` and its cases (to move runs from one database to another)."""
-    columns = [c.key for c in Run.__table__.columns if c.key != "id"]
-    case_columns = [c.key for c in CaseResult.__table__.columns if c.key not in ("id", "run_id")]
-    copy = Run(**{name: getattr(run, name) for name in columns})
-    copy.cases = [CaseResult(**{name: getattr(case, name) for name in case_columns}) for case in run.cases]
-    return copy
+            return list(session.scalars(select(Acknowledgement).order_by(Acknowledgement.id)))
 
 
 def _check_sqlite_path(path: Path, create: bool) -> None:
     if path.is_dir():
         raise UserError(f"{path} is a directory; give the history database a file path such as {path / DEFAULT_DB}")
     if path.exists():
+        # Opening a FIFO waits for a writer forever, deaf to Ctrl-C; a device or socket is no database either.
+        if not path.is_file():
+            raise UserError(
+                f"{path} is not a regular file (a FIFO, a socket or a device); give the history database's file path"
+            )
         return
     if not create:
         raise UserError(f"no history database at {path}; create one with 'meddpm-history import' or --history")
@@ -305,8 +331,7 @@ def _sqlite_reader(path: Path) -> Engine:
     """
     location = "file:" + urllib.parse.quote(str(path.resolve()))
     try:
-        with contextlib.closing(sqlite3.connect(f"{location}?mode=ro", uri=True, timeout=_BUSY_TIMEOUT_S)) as probe:
-            probe.execute("SELECT count(*) FROM sqlite_master").fetchall()
+        _probe(f"{location}?mode=ro", path)
         mode = {"mode": "ro"}
     except sqlite3.Error as exc:
         # Python 3.10 has no sqlite_errorname: SQLite's own messages for these two codes tell them apart too.
@@ -327,6 +352,37 @@ def _sqlite_reader(path: Path) -> Engine:
         connection.exec_driver_sql("BEGIN")
 
     return engine
+
+
+def _probe(uri: str, path: Path) -> None:
+    """Read the schema once, waiting out another process's lock: quietly at first, then saying so, once."""
+    for timeout in (_QUIET_WAIT_S, _BUSY_TIMEOUT_S):
+        try:
+            with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=timeout)) as probe:
+                probe.execute("SELECT count(*) FROM sqlite_master").fetchall()
+            return
+        except sqlite3.OperationalError as exc:
+            if not _locked(exc):
+                raise
+        if timeout == _QUIET_WAIT_S:
+            print(
+                f"history database {path} is locked by another process; waiting up to {_BUSY_TIMEOUT_S} s",
+                file=sys.stderr,
+                flush=True,
+            )
+    raise _locked_error(str(path))
+
+
+def _locked(error: BaseException | None) -> bool:
+    """Whether SQLite refused for another connection's lock (SQLITE_BUSY, SQLITE_LOCKED)."""
+    return isinstance(error, sqlite3.OperationalError) and "database is locked" in str(error)
+
+
+def _locked_error(label: str) -> HistoryLocked:
+    return HistoryLocked(
+        f"history database {label} is locked by another process (waited {_BUSY_TIMEOUT_S} s); "
+        "try again once it has finished (an import or a run appending to it)"
+    )
 
 
 def _scripts() -> ScriptDirectory:
