@@ -73,7 +73,7 @@ def test_ack_makes_check_quiet_and_prints_the_step_as_acknowledged(tmp_path, cap
     for html in (index, page):
         assert "<h2>Acknowledged regressions</h2>" in html
         assert "opt1 trades 3 % of time for the &lt;b&gt;exact&lt;/b&gt; reduction order" in html
-    assert "<h2>Open regressions</h2><p class=\"none\">None.</p>" in index
+    assert '<h2>Open regressions</h2><p class="none">None.</p>' in index
 
 
 def test_a_step_after_the_acknowledged_one_is_open_again(tmp_path, capsys):

@@ -106,7 +106,7 @@ def test_the_index_lists_recent_runs_and_ab_runs_with_verdicts_and_each_run_has_
     assert "suite run, 3 processes" in recent
     ab = index[index.index("<h2>A/B runs</h2>") :]
     # The measured H100 A/B run against fa2f81a: opt1 unchanged, its whole verdict on hover.
-    assert "fa2f81a" in ab and 'paper opt1, batch 1</span>: <span title=' in ab and ">unchanged 0.99" in ab
+    assert "fa2f81a" in ab and "paper opt1, batch 1</span>: <span title=" in ab and ">unchanged 0.99" in ab
     pages = sorted((site / "runs").glob("*.html"))
     assert len(pages) == 52 + 24
     last = max(pages, key=lambda p: int(p.stem)).read_text()

@@ -158,9 +158,7 @@ def chart(
     )
 
 
-def _band(
-    figure: go.Figure, rows: pd.DataFrame, metric: str, since: datetime.datetime, x0: float, x1: float
-) -> None:
+def _band(figure: go.Figure, rows: pd.DataFrame, metric: str, since: datetime.datetime, x0: float, x1: float) -> None:
     """The case's level since its last step, give or take twice the measured night-to-night noise of one run's
     value (the case's own noise and the machine start's together): where ordinary nights fall."""
     level = float(rows.loc[rows["started_at"] >= since, metric].median())

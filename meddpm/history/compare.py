@@ -107,6 +107,7 @@ def html_table(rows: Sequence[Row]) -> str:
 
 def compare_body(a: Run, b: Run, rows: Sequence[Row], links: CommitLinks, up: str = "") -> str:
     """The body of a comparison page: both runs linked to their pages, then the table."""
+
     def line(name: str, run: Run) -> str:
         return (
             f'<li>{name} = <a href="{run_href(run.id, up)}">run {run.id}</a>: {html.escape(run.arch)} '

@@ -263,5 +263,3 @@ def _changes_table(changes: Sequence[EnvironmentChange], links: CommitLinks) -> 
         for c in changes
     ]
     return table(["run", "commit", "change"], rows, "None recorded.")
-
-
