@@ -44,7 +44,7 @@ from meddpm.measure.campaign.settings import (
     offered,
 )
 from meddpm.measure.campaign.time_split import TimeSplit
-from meddpm.measure.machine.compile_cache import use_root
+from meddpm.measure.machine import compile_cache
 from meddpm.measure.machine.environment import environment
 from meddpm.measure.processes.campaign import ProcessCampaign, ProcessFailed, signals_as_interrupt
 from meddpm.model.config import PRESETS
@@ -114,12 +114,7 @@ def _parser() -> argparse.ArgumentParser:
         f"between them, each step an A/B against GOOD in alternating processes ({bisect.PROCESSES} a side unless "
         "--processes); prints the culprit with its ratio against its parent",
     )
-    p.add_argument(
-        "--compile-cache",
-        metavar="DIR|off",
-        help="keep compiled artifacts in DIR for every process of this and later runs; off: torch's own default "
-        "(default: $MEDDPM_COMPILE_CACHE, else ~/.cache/meddpm-perf/compile)",
-    )
+    compile_cache.add_option(p.add_argument, "--compile-cache")
     p.add_argument(
         cpu_time.OPTION,
         action="store_true",
@@ -222,7 +217,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     """Parse arguments, measure, print the table and write the JSON; returns the exit code."""
     started = time.perf_counter()
     args = _parser().parse_args(argv)
-    use_root(args.compile_cache)
+    compile_cache.use_root(args.compile_cache)
     device = resolve_device(args.device)
     on_gpu = device.type == "cuda"
     config = inputs.preset_for(args.preset, on_gpu)

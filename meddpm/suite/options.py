@@ -30,6 +30,7 @@ from meddpm.measure.campaign.settings import (
     default_of,
     given_settings,
 )
+from meddpm.measure.machine import compile_cache
 from meddpm.measure.processes.campaign import AB_PROCESSES
 from meddpm.measure.processes.sides import ENV_OPTION, PYTHON_OPTION, SAME, OtherSide, interpreter, parse_env
 from meddpm.measure.profiling.ncu import CLOCK_CONTROLS, NcuSettings
@@ -151,14 +152,7 @@ def add_options(parser: pytest.Parser) -> None:
         help="on (default): after the rounds, each combo runs energy windows back to back until the card's "
         "temperature holds over them (seconds a combo: docs/energy.md); off: time and memory only",
     )
-    g.addoption(
-        "--perf-compile-cache",
-        default=None,
-        metavar="DIR|off",
-        help="keep compiled artifacts (Inductor, AOTAutograd, Triton) in DIR, keyed by torch, Triton, Python and GPU, "
-        "for every process of this and later runs; off: torch's own default (default: $MEDDPM_COMPILE_CACHE, else "
-        "~/.cache/meddpm-perf/compile; docs/suite.md)",
-    )
+    compile_cache.add_option(g.addoption, "--perf-compile-cache")
     g.addoption(
         "--perf-full-sample",
         action="store_true",

@@ -21,8 +21,10 @@ import hashlib
 import inspect
 import os
 import platform
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -31,6 +33,19 @@ from meddpm.model.config import ModelConfig
 ROOT_VARIABLE = "MEDDPM_COMPILE_CACHE"
 OFF = "off"
 WORKLOAD_ROOMS = ("kernels", "model", "run", "data")  # the rooms a revision supplies (docs/design.md)
+
+
+def add_option(addoption: Callable[..., Any], name: str) -> None:
+    """Declare the cache's option as ``name`` with ``addoption`` (argparse's ``add_argument`` or a pytest group's
+    ``addoption``): the suite's ``--perf-compile-cache`` and the bench's ``--compile-cache``."""
+    addoption(
+        name,
+        default=None,
+        metavar="DIR|off",
+        help="keep compiled artifacts (Inductor, AOTAutograd, Triton, Python bytecode) in DIR, keyed by torch, Triton, "
+        "Python and GPU, for every process of this and later runs; off: torch's own default (default: "
+        f"${ROOT_VARIABLE}, else ~/.cache/meddpm-perf/compile)",
+    )
 
 
 def use_root(root: str | None) -> None:
