@@ -1,7 +1,7 @@
 #!/bin/bash
 # The last GPU call of 2026-11-27 on an H200: one selected case (its counts judged against baselines/h200.json),
-# the two planted regressions of docs/measurements/2026-11-27-issue50-explain/gpu.sh, then the suite with a cold
-# compile cache, cut at 200 s. Run from the repository root: bash docs/measurements/2026-11-27-issue51-cost/h200.sh OUT
+# then the two planted regressions of docs/measurements/2026-11-27-issue50-explain/gpu.sh, 2 processes a side.
+# Run from the repository root: bash docs/measurements/2026-11-27-issue51-cost/h200.sh OUT
 set -u
 OUT=$1
 bash docs/measurements/2026-11-27-issue51-cost/gpu.sh $OUT one > /tmp/one.txt 2>&1
@@ -13,5 +13,3 @@ PROCESSES=2 OUT=$OUT/explain PYTHON=python3 timeout 250 bash docs/measurements/2
 cat $OUT/explain/summary.txt
 grep -h -A12 "^amp_bf16: time" $OUT/explain/*.log | cut -c1-200
 tar -czf $OUT/explain.tar.gz -C $OUT explain && rm -rf $OUT/explain
-mv $OUT/logs.tar.gz $OUT/one-logs.tar.gz
-LIMIT=200 bash docs/measurements/2026-11-27-issue51-cost/gpu.sh $OUT suite 2>&1 | tail -14
