@@ -198,13 +198,18 @@ def test_a_kernel_is_tied_to_the_operator_and_module_that_launched_it(linked):
     assert site.label.startswith("mul")
 
 
-def test_the_gpu_spans_of_module_scopes_are_neither_kernels_nor_launches():
+def test_the_gpu_spans_of_module_scopes_are_neither_kernels_nor_launches_but_copies_are():
     from torch.autograd import DeviceType
 
-    from meddpm.measure.profiling.scopes import is_annotation
+    from meddpm.measure.profiling.scopes import device_kernels
 
-    scope = _event("denoiser.output_blocks.8.0.in_layers.1 (Conv3d)", 5, DeviceType.CUDA)
-    optimizer = _event("Optimizer.step#Adam.step", 6, DeviceType.CUDA)
-    flagged = _event("any range", 7, DeviceType.CUDA, is_user_annotation=True)
-    kernel = _event("void cudnn::engines_precompiled::nchwToNhwcKernel<float>(...)", 8, DeviceType.CUDA)
-    assert [is_annotation(e) for e in (scope, optimizer, flagged, kernel)] == [True, True, True, False]
+    names = ["denoiser.output_blocks.8.0.in_layers.1 (Conv3d)", "Optimizer.step#Adam.step"]
+    ranges = [_event(name, i, DeviceType.CPU) for i, name in enumerate(names)]
+    spans = [_event(name, 10 + i, DeviceType.CUDA) for i, name in enumerate(names)]
+    flagged = _event("any range", 20, DeviceType.CUDA, is_user_annotation=True)
+    work = [
+        _event("void cudnn::engines_precompiled::nchwToNhwcKernel<float>(...)", 30, DeviceType.CUDA),
+        _event("Memcpy DtoD (Device -> Device)", 31, DeviceType.CUDA),
+        _event("Memset (Device)", 32, DeviceType.CUDA),
+    ]
+    assert device_kernels([*ranges, *spans, flagged, *work]) == work

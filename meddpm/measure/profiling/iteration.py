@@ -31,7 +31,7 @@ import torch
 from torch.autograd import DeviceType
 
 from meddpm.measure.profiling.kernel_mix import GROUPS, group_of
-from meddpm.measure.profiling.scopes import Attribution, Site, is_annotation, module_bytes, module_scopes
+from meddpm.measure.profiling.scopes import Attribution, Site, device_kernels, module_bytes, module_scopes
 
 LAUNCHES = "launches"
 BYTES_ALLOCATED = "bytes_allocated"
@@ -100,7 +100,7 @@ def profile_iteration(step: Callable[[], object], device: torch.device, flops: i
     attribution = Attribution(events)
     if cuda:
         allocated = torch.cuda.memory_stats(device).get(_ALLOCATED, 0) - before
-        kernels = [e for e in events if e.device_type == DeviceType.CUDA and not is_annotation(e)]
+        kernels = device_kernels(events)
         rows = _rows((k.name, attribution.of_kernel(k), (k.time_range.end - k.time_range.start) / 1e3) for k in kernels)
     else:
         operators = [e for e in events if e.device_type == DeviceType.CPU and e.name.startswith("aten::")]

@@ -154,10 +154,17 @@ def module_bytes(events: Sequence[Any], attribution: Attribution, device: torch.
     return found
 
 
-def is_annotation(event: Any) -> bool:
-    """Whether a device event is the GPU span of a ``record_function`` range (a module's or the optimizer's scope),
-    which the profiler lists beside the kernels once it records the CPU too: no launch, and no row."""
-    return bool(getattr(event, "is_user_annotation", False)) or _is_scope(event.name)
+def device_kernels(events: Sequence[Any]) -> list[Any]:
+    """The device events that are work on the GPU: kernels, copies and sets, without the GPU spans of the
+    ``record_function`` ranges (a module's or the optimizer's scope) that the profiler lists beside them once it
+    records the CPU too. A span carries its range's name, which a CPU event of that range also has; a copy's
+    name (``Memcpy DtoD (Device -> Device)``, ``Memset (Device)``) has no CPU event."""
+    ranges = {e.name for e in events if e.device_type == DeviceType.CPU and _is_scope(e.name)}
+    return [
+        e
+        for e in events
+        if e.device_type == DeviceType.CUDA and not getattr(e, "is_user_annotation", False) and e.name not in ranges
+    ]
 
 
 def _is_aten(event: Any) -> bool:
