@@ -65,7 +65,12 @@ def test_the_search_halves_toward_the_culprit():
 class _Runs:
     process_medians_ms: list[float] = field(default_factory=list)
     profile_rows: list = field(default_factory=list)
+    run_profiles: list = field(default_factory=list)
     run_counts: list = field(default_factory=list)
+    run_module_bytes: list = field(default_factory=list)
+
+    def process_peaks(self, kind: str) -> list[int]:
+        return []  # no process of a planted commit reads a peak
 
 
 class PlantedCampaign:
