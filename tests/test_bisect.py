@@ -24,6 +24,7 @@ from meddpm.errors import UserError
 from meddpm.judge.bisection import Commit, Search, decided_side, side_of, slowdown_between_ends
 from meddpm.measure.campaign.protocol import Source
 from meddpm.measure.campaign.settings import CampaignSettings
+from meddpm.measure.campaign.time_split import TimeSplit
 from meddpm.measure.processes.revision import Undrivable, resolve_revision, revisions_root
 from meddpm.measure.statistics.compare import compare_processes
 from meddpm.model.config import ModelConfig
@@ -84,9 +85,11 @@ class PlantedCampaign:
     def __init__(self, config, combos, device, *, batch_size, settings, processes, sources):
         self.combo, self.processes, self.sources = combos[0], processes, sources
         self._measured = {s.label: _Runs() for s in sources}
+        self.time_split = TimeSplit()
 
     def run(self, on_progress=None):
         PlantedCampaign.runs.append(self.processes)
+        self.time_split.add("measuring", 10.0)  # each run of a step: 10 s of planted measuring
         for i in range(self.processes):
             for source in self.sources:
                 jitter = 1 + 0.0002 * ((i * 7 + len(self._measured[source.label].process_medians_ms)) % 5 - 2)
@@ -142,6 +145,9 @@ def test_the_walk_names_the_planted_culprit_with_its_ratio_against_its_parent(pl
     # The ends, four halvings, and the culprit against its parent (c10 is not the good end).
     assert len(section["steps"]) == 6 and PlantedCampaign.runs == [3] * 6
     assert [s["side"] for s in section["steps"][1:5]] == ["good", "bad", "good", "bad"]
+    # Where the time went: every step's measuring, the last line and the JSON's split.
+    assert document["time_split"]["seconds"]["measuring"] == 60.0
+    assert lines[-1].startswith("where the time went: ") and "measuring 60 s" in lines[-1], lines[-1]
 
 
 def test_an_ambiguous_step_gets_more_processes_before_it_decides(planted):

@@ -39,6 +39,7 @@ from meddpm.judge.bisection import (
 from meddpm.measure.campaign import inputs
 from meddpm.measure.campaign.protocol import Progress, Source
 from meddpm.measure.campaign.settings import CampaignSettings
+from meddpm.measure.campaign.time_split import TimeSplit
 from meddpm.measure.machine.environment import environment, git_output
 from meddpm.measure.processes.campaign import ProcessCampaign
 from meddpm.measure.processes.revision import Undrivable, resolve_revision, revision, revisions_root
@@ -108,8 +109,15 @@ class Walk:
         self.say = say
         self.steps: list[Step] = []
         self.skipped: list[tuple[Commit, str]] = []  # commits this harness cannot drive, and why
+        self.started = time.monotonic()
+        self.time_split = TimeSplit()  # where the walk's time went: checkouts, then every step's processes
         self._sources: dict[str, Source] = {}
         self._stack = contextlib.ExitStack()
+
+    @property
+    def wall_s(self) -> float:
+        """Seconds since the walk began."""
+        return time.monotonic() - self.started
 
     def __enter__(self) -> Walk:
         self._stack.__enter__()
@@ -122,8 +130,9 @@ class Walk:
         """``commit``'s workload, extracted once and kept until the walk ends; :class:`Undrivable` where this harness
         cannot drive it, which for an ``end`` also names the first later commit it drives."""
         if commit.sha not in self._sources:
-            source = revision(commit.sha, self.root, "--bisect", reach=end)
-            self._sources[commit.sha] = self._stack.enter_context(source)
+            with self.time_split.timed("start-up"):
+                source = revision(commit.sha, self.root, "--bisect", reach=end)
+                self._sources[commit.sha] = self._stack.enter_context(source)
         return self._sources[commit.sha]
 
     def measure(self, commit: Commit, against: Commit, cut: float | None, label: str) -> Step:
@@ -142,14 +151,17 @@ class Walk:
         )
         started = time.monotonic()
         extended = 0
-        while True:
-            campaign.run(self._progress(label))
-            comparison = self._comparison(campaign)
-            undecided = self._undecided(comparison, cut)
-            if undecided is None or extended == EXTENSIONS:
-                break
-            extended += 1
-            self.say(f"  {label}: {undecided}; {job.processes}+{job.processes} more processes")
+        try:
+            while True:
+                campaign.run(self._progress(label))
+                comparison = self._comparison(campaign)
+                undecided = self._undecided(comparison, cut)
+                if undecided is None or extended == EXTENSIONS:
+                    break
+                extended += 1
+                self.say(f"  {label}: {undecided}; {job.processes}+{job.processes} more processes")
+        finally:
+            self.time_split.add_all(campaign.time_split.seconds)
         side: Side = "bad" if cut is None else decided_side(comparison, cut)
         candidate, reference = (campaign.measurements(s)[job.combo] for s in campaign.sources)
         rows = tuple(r.as_dict() for r in explanation(candidate, reference))
@@ -222,6 +234,7 @@ def run_bisect(job: Bisection, range_text: str, json_path: Path, say: Callable[[
         except KeyboardInterrupt:
             _write(json_path, job, env, good, bad, cut, walk, None)
             say(f"interrupted after {len(walk.steps)} step(s); what was measured is in {json_path}")
+            say(f"where the time went: {walk.time_split.line(walk.wall_s)}")
             return 130
     c = own.comparison
     suspects = search.suspects
@@ -244,6 +257,7 @@ def run_bisect(job: Bisection, range_text: str, json_path: Path, say: Callable[[
             say(line)
     _write(json_path, job, env, good, bad, cut, walk, suspects)
     say(f"results written to {json_path}")
+    say(f"where the time went: {walk.time_split.line(walk.wall_s)}")
     return 0
 
 
@@ -299,6 +313,7 @@ def _write(
         "batch_size": job.batch_size,
         "processes": job.processes,
         "bisect": section,
+        "time_split": {"wall_s": walk.wall_s, "seconds": walk.time_split.seconds},
         **({"partial": True} if suspects is None else {}),
     }
     write_json_atomic(path, document)
