@@ -28,6 +28,14 @@ def _seeded():
     torch.manual_seed(0)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _compile_cache(tmp_path_factory):
+    """The tests' compiled artifacts and workers' bytecode in a folder of their own, not the user's cache."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MEDDPM_COMPILE_CACHE", str(tmp_path_factory.mktemp("compile-cache")))
+        yield
+
+
 @pytest.fixture
 def suite_options(tmp_path):
     """A factory of suite options with the defaults, baselines and results under ``tmp_path``."""
