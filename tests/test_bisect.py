@@ -7,29 +7,23 @@ walks a real git repository on the CPU, its slowdown planted in the workload's c
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import json
 import math
 import re
 import subprocess
 import sys
-from dataclasses import dataclass, field
 
 import pytest
+from planted_campaign import COMMITS, GOOD, PlantedCampaign, plant
 from planted_repo import git, make_repo, set_clock
 
 from meddpm.bench import bisect
 from meddpm.errors import UserError
 from meddpm.judge.bisection import Commit, Search, decided_side, side_of, slowdown_between_ends
-from meddpm.measure.campaign.protocol import Source
 from meddpm.measure.campaign.settings import CampaignSettings
 from meddpm.measure.processes.revision import Undrivable, resolve_revision, revisions_root
 from meddpm.measure.statistics.compare import compare_processes
 from meddpm.model.config import ModelConfig
-
-COMMITS = [Commit(hashlib.sha1(f"c{i}".encode()).hexdigest(), f"c{i}") for i in range(1, 17)]
-GOOD = Commit(hashlib.sha1(b"c0").hexdigest(), "c0")
 
 
 def test_the_cut_is_halfway_and_a_range_without_a_slowdown_is_refused():
@@ -61,63 +55,11 @@ def test_the_search_halves_toward_the_culprit():
     assert search.done and search.culprit == COMMITS[9] and search.parent_of_culprit(GOOD) == COMMITS[8]
 
 
-@dataclass
-class _Runs:
-    process_medians_ms: list[float] = field(default_factory=list)
-    profile_rows: list = field(default_factory=list)
-    run_profiles: list = field(default_factory=list)
-    run_counts: list = field(default_factory=list)
-    run_module_bytes: list = field(default_factory=list)
-
-    def process_peaks(self, kind: str) -> list[int]:
-        return []  # no process of a planted commit reads a peak
-
-
-class PlantedCampaign:
-    """A process campaign whose processes read the time planted for each commit (slower from the culprit on)."""
-
-    medians: dict[str, float] = {}
-    runs: list[int] = []
-    undrivable: dict[str, str] = {}  # by sha: why this harness cannot drive the commit
-    noisy: set[str] = set()  # the commits whose processes read half or twice their time, in turn
-
-    def __init__(self, config, combos, device, *, batch_size, settings, processes, sources):
-        self.combo, self.processes, self.sources = combos[0], processes, sources
-        self._measured = {s.label: _Runs() for s in sources}
-
-    def run(self, on_progress=None):
-        PlantedCampaign.runs.append(self.processes)
-        for i in range(self.processes):
-            for source in self.sources:
-                jitter = 1 + 0.0002 * ((i * 7 + len(self._measured[source.label].process_medians_ms)) % 5 - 2)
-                if source.commit in self.noisy:
-                    jitter *= (0.5, 2.0)[len(self._measured[source.label].process_medians_ms) % 2]
-                self._measured[source.label].process_medians_ms.append(self.medians[source.commit] * jitter)
-
-    def measurements(self, source):
-        return {self.combo: self._measured[source.label]}
-
-
 @pytest.fixture
 def planted(monkeypatch, tmp_path):
     """The walk over COMMITS with planted medians: 100 ms up to c10, 102 ms from c11 (the culprit) on."""
-    line = (GOOD, COMMITS)
-    monkeypatch.setattr(bisect, "revisions_root", lambda option: tmp_path)
-    monkeypatch.setattr(bisect, "first_parent_line", lambda good, bad, root: line)
-
-    @contextlib.contextmanager
-    def revision(sha, root, option, reach):
-        if sha in PlantedCampaign.undrivable:
-            raise Undrivable(f"--bisect: {sha[:9]} {PlantedCampaign.undrivable[sha]}", PlantedCampaign.undrivable[sha])
-        yield Source(sha[:9], tmp_path, sha)
-
-    monkeypatch.setattr(bisect, "revision", revision)
-    monkeypatch.setattr(bisect, "ProcessCampaign", PlantedCampaign)
-    monkeypatch.setattr(bisect, "environment", lambda device: {"device": "planted"})
-    PlantedCampaign.medians = {GOOD.sha: 100.0, **{c.sha: 100.0 if i < 10 else 102.0 for i, c in enumerate(COMMITS)}}
-    PlantedCampaign.runs = []
-    PlantedCampaign.undrivable = {}
-    PlantedCampaign.noisy = set()
+    medians = {c.sha: 100.0 if i < 10 else 102.0 for i, c in enumerate(COMMITS)}
+    plant(monkeypatch, tmp_path, {GOOD.sha: 100.0, **medians})
     return tmp_path
 
 
