@@ -92,6 +92,21 @@ def test_a_culprit_that_leaves_the_range_partly_unexplained_gets_the_remainder_b
     assert f"- culprit: {COMMITS[4].sha[:12]} (c5)" in summary and f"- culprit: {COMMITS[10].sha[:12]} (c11)" in summary
 
 
+def test_a_remainder_not_after_the_culprit_is_looked_for_before_it(monkeypatch, tmp_path):
+    # c5 makes it 0.5 % slower, c11 another 2 %: halfway cuts find c11, whose 1.02 leaves 1.005 unexplained. Nothing
+    # after c11 is slower, so the good end up to c11's parent is bisected next and finds c5.
+    plant(monkeypatch, tmp_path, _medians((4, 100.5), (10, 100.5 * 1.02)))
+    out = _night(tmp_path)
+    status, lines = _run(out, "--bisect-budget", "3600")
+    assert status == 0, lines
+    (case,) = json.loads((out / "alarm.json").read_text())["cases"]
+    assert [c["commit"] for c in case["culprits"]] == [COMMITS[10].sha, COMMITS[4].sha]
+    assert case["culprits"][1]["range"] == {"good": GOOD.sha, "bad": COMMITS[9].sha}
+    (note,) = case["notes"]
+    assert note.startswith(f"{COMMITS[10].sha[:12]}..{COMMITS[-1].sha[:12]}: --bisect: ") and "is not slower" in note
+    assert case["bisections"] == ["bisect-opt1-1.json", "bisect-opt1-2.json"]
+
+
 def test_a_culprit_limit_stops_before_the_remainder_and_says_so(monkeypatch, tmp_path):
     plant(monkeypatch, tmp_path, _medians((4, 101.5), (10, 101.5 * 1.01)))
     out = _night(tmp_path)
