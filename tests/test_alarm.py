@@ -3,14 +3,18 @@
 The night's results.json is written here as the suite writes it (its flagged case, the last good run's
 commit); the walks read medians planted per commit (planted_campaign.py) and a planted clock, so the
 culprits are known and the budget is spent by the planted seconds of each A/B run, not by this machine.
+One test runs the step as the nightly does, on a git repository whose slowdown is planted in its workload.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 from planted_campaign import COMMITS, GOOD, PlantedCampaign, plant
+from planted_repo import git, make_repo, set_clock
 
 from meddpm.bench import alarm
 
@@ -18,11 +22,11 @@ from meddpm.bench import alarm
 FAST = ["--warmup", "0", "--min-rounds", "2", "--max-rounds", "2"]
 
 
-def _night(tmp_path, outcome="regression", last_good=True):
+def _night(tmp_path, outcome="regression", last_good=True, good=GOOD.sha, bad=COMMITS[-1].sha, combo="opt1"):
     """A night's results folder: the tiny preset's opt1 flagged (or not) in an A/B against the last good run."""
     case = {
         "preset": "tiny",
-        "combo": "opt1",
+        "combo": combo,
         "batch_size": 1,
         "outcome": outcome,
         "comparisons": [{"metric": "time", "outcome": outcome, "ratio": 1.02, "ci_low": 1.01, "ci_high": 1.03}],
@@ -30,8 +34,8 @@ def _night(tmp_path, outcome="regression", last_good=True):
     results = {
         "schema": "meddpm-perf-results/3",
         "arch": "cpu",
-        "environment": {"commit": COMMITS[-1].sha},
-        "last_good": {"commit": GOOD.sha, "run_id": 7} if last_good else None,
+        "environment": {"commit": bad},
+        "last_good": {"commit": good, "run_id": 7} if last_good else None,
         "cases": [case],
     }
     out = tmp_path / "perf-results"
@@ -127,12 +131,12 @@ def test_a_spent_budget_stops_the_walk_and_says_what_is_left(monkeypatch, tmp_pa
     (case,) = json.loads((out / "alarm.json").read_text())["cases"]
     left = case["left"]
     assert case["culprits"] == [] and left["why"] == "the budget"
-    # c8 was good: the culprit lies in c9..c16, three halvings and the culprit against its parent away.
-    assert (left["good"], left["bad"], left["commits"], left["runs"]) == (COMMITS[7].sha, COMMITS[-1].sha, 8, 4)
+    # c8 was good: the culprit lies in c9..c16, a bisection of at most 5 A/B runs (its ends, 3 halvings, the culprit).
+    assert (left["good"], left["bad"], left["commits"], left["runs"]) == (COMMITS[7].sha, COMMITS[-1].sha, 8, 5)
     summary = (out / "summary.md").read_text()
     expected = (
-        f"- stopped by the budget with the culprit in {COMMITS[7].sha[:12]}..{COMMITS[-1].sha[:12]} (8 commit(s), "
-        f"4 A/B run(s) of about 100 s): meddpm-bench --bisect {COMMITS[7].sha[:12]}..{COMMITS[-1].sha[:12]} "
+        f"- stopped by the budget with the culprit in {COMMITS[7].sha[:12]}..{COMMITS[-1].sha[:12]} (8 commit(s); "
+        f"at most 5 A/B runs of about 100 s): meddpm-bench --bisect {COMMITS[7].sha[:12]}..{COMMITS[-1].sha[:12]} "
         "--combos opt1 --preset tiny --batch-size 1"
     )
     assert expected in summary, summary
@@ -164,3 +168,22 @@ def test_the_unexplained_part_divides_the_ratios_and_their_far_interval_ends():
     assert rest["ratio"] == pytest.approx(1.025 / 1.015) and rest["ci_low"] == pytest.approx(1.02 / 1.018)
     assert rest["significant"]
     assert not alarm.unexplained(ends, {"ratio": 1.024, "ci_low": 1.019, "ci_high": 1.029})["significant"]
+
+
+def test_the_step_as_the_nightly_runs_it_names_the_planted_culprit_in_the_summary(tmp_path):
+    # One commit after the last good one makes baseline's iterations read 150 ms instead of 100: the ends are the
+    # culprit against its parent, so one A/B run of real worker processes (2+2, two rounds each) is all it takes.
+    repo = make_repo(tmp_path)
+    good = git(repo, "rev-parse", "HEAD")
+    set_clock(repo, baseline=150.0)
+    git(repo, "commit", "-q", "-am", "slower")
+    bad = git(repo, "rev-parse", "HEAD")
+    out = _night(repo, good=good, bad=bad, combo="baseline")
+    cmd = [sys.executable, "-m", "meddpm.bench.alarm", "perf-results", "--bisect-budget=3600", "--processes=2", *FAST]
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(repo), "PYTHONPATH": str(repo)}
+    result = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=1200)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.strip().endswith(f"culprit: {bad[:12]} (slower) in baseline"), result.stdout
+    summary = (out / "summary.md").read_text()
+    assert f"- culprit: {bad[:12]} (slower), ratio 1.5" in summary and f"against its parent {good[:12]}" in summary
+    assert "- it explains the range" in summary, summary

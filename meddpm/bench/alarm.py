@@ -200,7 +200,7 @@ def _left_line(found: CaseAlarm) -> str:
         f"--batch-size {c.batch_size}"
     )
     if "commits" in left:
-        cost = f"{left['commits']} commit(s), {left['runs']} A/B run(s) of about {left['run_seconds']:.0f} s"
+        cost = f"{left['commits']} commit(s); at most {left['runs']} A/B runs of about {left['run_seconds']:.0f} s"
         return f"stopped by the budget with the culprit in {left['good'][:12]}..{left['bad'][:12]} ({cost}): {command}"
     return f"not bisected for want of {left['why']}: {left['good'][:12]}..{left['bad'][:12]}, with {command}"
 

@@ -110,7 +110,7 @@ def first_parent_line(good: str, bad: str, root: Path) -> tuple[Commit, list[Com
 
 def plan_line(good: Commit, bad: Commit, count: int, processes: int) -> str:
     """The plan, before any measuring: how many A/B runs at most, of how many processes."""
-    halvings = math.ceil(math.log2(count)) if count > 1 else 0
+    halvings = _halvings(count)
     runs = 2 + halvings
     return (
         f"bisect {good.sha[:9]}..{bad.sha[:9]}: {count} commit(s); at most {runs} A/B runs of {processes}+{processes} "
@@ -331,11 +331,12 @@ def _out_of_budget(
     """Stop before an A/B run the budget has no room for: say and write where the culprit lies and what finishing
     costs."""
     newest_good, oldest_bad = search.parent_of_culprit(good), search.culprit
-    runs = search.steps_left + (newest_good != good)  # the halvings left, and the culprit against its parent
+    count = len(search.suspects)
+    runs = 2 + _halvings(count)  # a bisection of what is left: its ends, its halvings, the culprit against its parent
     left = {
         "good": newest_good.sha,
         "bad": oldest_bad.sha,
-        "commits": len(search.suspects),
+        "commits": count,
         "runs": runs,
         "run_seconds": run_s,
         "budget_seconds": budget.seconds,
@@ -343,9 +344,9 @@ def _out_of_budget(
     }
     walk.say(
         f"budget: {budget.spent:.0f} s of {budget.seconds:.0f} s spent, and an A/B run takes about {run_s:.0f} s: "
-        f"stopped with the culprit in {_range(search)} ({len(search.suspects)} commit(s), {runs} A/B run(s) left, "
-        f"about {runs * run_s:.0f} s); finish with meddpm-bench --bisect {newest_good.sha[:12]}..{oldest_bad.sha[:12]} "
-        f"--combos {job.combo} --preset {job.config.name} --batch-size {job.batch_size}"
+        f"stopped with the culprit in {_range(search)} ({count} commit(s)); finish with meddpm-bench --bisect "
+        f"{newest_good.sha[:12]}..{oldest_bad.sha[:12]} --combos {job.combo} --preset {job.config.name} --batch-size "
+        f"{job.batch_size} (at most {runs} A/B runs, about {runs * run_s:.0f} s)"
     )
     _write(walk.json_path, job, env, good, bad, cut, walk, None, left)
     return BUDGET_SPENT
@@ -376,6 +377,10 @@ def _write(
         **({"left": left} if left else {}),
     }
     write_json_atomic(path, document)
+
+
+def _halvings(count: int) -> int:
+    return math.ceil(math.log2(count)) if count > 1 else 0
 
 
 def _step_line(number: int, step: Step, cut: float) -> str:
