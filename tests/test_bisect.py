@@ -96,6 +96,20 @@ def test_an_ambiguous_step_gets_more_processes_before_it_decides(planted):
     assert step["extended"] == bisect.EXTENSIONS and step["processes"] == [9, 9]
 
 
+def test_a_budget_decides_an_ambiguous_step_on_its_ratio_and_stops_before_a_run_it_cannot_fit(planted):
+    # Each A/B run takes 100 planted seconds: after the ends and c8's first round (on the cut, so ambiguous), 250 s
+    # leave no room for a round more, nor for the next halving.
+    PlantedCampaign.medians[COMMITS[7].sha] = 101.0
+    PlantedCampaign.run_seconds = 100.0
+    lines: list[str] = []
+    status = bisect.run_bisect(_job(), "c0..c16", planted / "b.json", lines.append, bisect.Budget(250.0))
+    assert status == bisect.BUDGET_SPENT and PlantedCampaign.runs == [3, 3]
+    assert any("straddles the cut" in line and "no budget left for more processes" in line for line in lines), lines
+    assert lines[-1].startswith("budget: 200 s of 250 s spent, and an A/B run takes about 100 s: stopped"), lines
+    document = json.loads((planted / "b.json").read_text())
+    assert document["partial"] is True and document["left"]["spent_seconds"] == 200.0
+
+
 def test_a_range_whose_bad_end_is_not_slower_is_refused_after_measuring_the_ends(planted):
     PlantedCampaign.medians = dict.fromkeys(PlantedCampaign.medians, 100.0)
     with pytest.raises(UserError, match=r"is not slower than .* for opt1 .*nothing to bisect"):

@@ -234,8 +234,7 @@ def run_bisect(
             known: dict[str, Step] = {bad.sha: ends}
             run_s = ends.seconds / (1 + ends.extended)
             while not search.done:
-                if budget is not None and not budget.fits(run_s):
-                    return _out_of_budget(job, env, good, bad, cut, walk, search, budget, run_s)
+                _check_budget(budget, run_s, job, good, search, walk)
                 commit = search.next()
                 label = f"step {len(walk.steps) + len(walk.skipped) + 1}"
                 try:
@@ -249,8 +248,8 @@ def run_bisect(
                 known[commit.sha] = step
                 say(_step_line(len(walk.steps), step, cut) + f"; culprit in {_range(search)}")
             culprit, parent = search.culprit, search.parent_of_culprit(good)
-            if parent != good and budget is not None and not budget.fits(run_s):
-                return _out_of_budget(job, env, good, bad, cut, walk, search, budget, run_s)
+            if parent != good:
+                _check_budget(budget, run_s, job, good, search, walk)
             # Against its parent the question is only whether it is slower at all: an interval straddling 1
             # gets more processes, as a halving's straddling its cut does.
             own = known[culprit.sha] if parent == good else walk.measure(culprit, parent, 1.0, "the culprit")
@@ -260,6 +259,9 @@ def run_bisect(
             _write(json_path, job, env, good, bad, cut, walk, None)
             say(f"interrupted after {len(walk.steps)} step(s); what was measured is in {json_path}")
             return 130
+        except _BudgetSpent as spent:
+            _write(json_path, job, env, good, bad, cut, walk, None, spent.left)
+            return BUDGET_SPENT
     c = own.comparison
     suspects = search.suspects
     base = "its parent" if len(suspects) == 1 else "the newest good commit"
@@ -317,39 +319,40 @@ def from_options(
     return run_bisect(job, args.bisect, json_path, say)
 
 
-def _out_of_budget(
-    job: Bisection,
-    env: dict[str, object],
-    good: Commit,
-    bad: Commit,
-    cut: float | None,
-    walk: Walk,
-    search: Search,
-    budget: Budget,
-    run_s: float,
-) -> int:
-    """Stop before an A/B run the budget has no room for: say and write where the culprit lies and what finishing
-    costs."""
+class _BudgetSpent(Exception):
+    """The budget has no room for the next A/B run; ``left`` says where the culprit lies and what finishing costs."""
+
+    def __init__(self, left: dict[str, object]):
+        super().__init__("budget spent")
+        self.left = left
+
+
+def _check_budget(
+    budget: Budget | None, run_s: float, job: Bisection, good: Commit, search: Search, walk: Walk
+) -> None:
+    """Raise :class:`_BudgetSpent`, after a line saying what is left, where an A/B run of ``run_s`` would overrun."""
+    if budget is None or budget.fits(run_s):
+        return
     newest_good, oldest_bad = search.parent_of_culprit(good), search.culprit
     count = len(search.suspects)
     runs = 2 + _halvings(count)  # a bisection of what is left: its ends, its halvings, the culprit against its parent
-    left = {
-        "good": newest_good.sha,
-        "bad": oldest_bad.sha,
-        "commits": count,
-        "runs": runs,
-        "run_seconds": run_s,
-        "budget_seconds": budget.seconds,
-        "spent_seconds": budget.spent,
-    }
     walk.say(
         f"budget: {budget.spent:.0f} s of {budget.seconds:.0f} s spent, and an A/B run takes about {run_s:.0f} s: "
         f"stopped with the culprit in {_range(search)} ({count} commit(s)); finish with meddpm-bench --bisect "
         f"{newest_good.sha[:12]}..{oldest_bad.sha[:12]} --combos {job.combo} --preset {job.config.name} --batch-size "
         f"{job.batch_size} (at most {runs} A/B runs, about {runs * run_s:.0f} s)"
     )
-    _write(walk.json_path, job, env, good, bad, cut, walk, None, left)
-    return BUDGET_SPENT
+    raise _BudgetSpent(
+        {
+            "good": newest_good.sha,
+            "bad": oldest_bad.sha,
+            "commits": count,
+            "runs": runs,
+            "run_seconds": run_s,
+            "budget_seconds": budget.seconds,
+            "spent_seconds": budget.spent,
+        }
+    )
 
 
 def _write(
