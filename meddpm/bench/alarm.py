@@ -28,7 +28,15 @@ import torch
 from meddpm.atomic import write_json_atomic, write_text_atomic
 from meddpm.bench import bisect
 from meddpm.errors import UserError, printable, run_command
-from meddpm.measure.campaign.settings import BENCH, add_settings, campaign_settings, given_settings, namespace_reader
+from meddpm.measure.campaign import inputs
+from meddpm.measure.campaign.settings import (
+    BENCH,
+    add_settings,
+    campaign_settings,
+    check_count,
+    given_settings,
+    namespace_reader,
+)
 from meddpm.measure.machine import compile_cache
 from meddpm.model.config import ModelConfig
 from meddpm.report.explanation import explanation_lines
@@ -214,7 +222,9 @@ def _parser() -> argparse.ArgumentParser:
         def error(self, message: str) -> NoReturn:
             self.exit(2, f"{PROG}: error: {message} (see python -m meddpm.bench.alarm --help)\n")
 
-    p = Parser(prog="python -m meddpm.bench.alarm", description=__doc__.splitlines()[0])
+    p = Parser(
+        prog="python -m meddpm.bench.alarm", description="Bisect what a nightly A/B against the last good run flagged."
+    )
     p.add_argument("results_dir", type=Path, help="the nightly's --perf-results-dir (its results.json and summary.md)")
     p.add_argument("--bisect-budget", type=float, required=True, help="seconds the bisections may take in all")
     p.add_argument("--max-culprits", type=int, default=MAX_CULPRITS, help=f"per case (default {MAX_CULPRITS})")
@@ -228,8 +238,10 @@ def run(argv: Sequence[str] | None = None, say: Callable[[str], None] = print) -
     """Bisect the flagged cases of ``results_dir``'s results.json; 0 once done (culprits or not), 130 interrupted."""
     args = _parser().parse_args(argv)
     budget = bisect.Budget(args.bisect_budget)
-    if args.bisect_budget <= 0 or args.max_culprits < 1 or args.processes < 2:
-        raise UserError("--bisect-budget must be above 0, --max-culprits at least 1 and --processes at least 2")
+    if not args.bisect_budget > 0:
+        raise UserError(f"--bisect-budget must be a number of seconds above 0, not {args.bisect_budget}")
+    check_count("--max-culprits", args.max_culprits, 1)
+    processes = inputs.process_count("--processes", args.processes, "bisect")
     results_path = args.results_dir / "results.json"
     try:
         results = json.loads(results_path.read_text())
@@ -243,7 +255,7 @@ def run(argv: Sequence[str] | None = None, say: Callable[[str], None] = print) -
     on_gpu = results.get("arch") != "cpu"
     device = torch.device("cuda" if on_gpu else "cpu")
     settings = campaign_settings(given_settings(namespace_reader(args), BENCH), BENCH, on_gpu)
-    alarm = Alarm(args.results_dir, settings, args.processes, budget, args.max_culprits)
+    alarm = Alarm(args.results_dir, settings, processes, budget, args.max_culprits)
     status = 0
     try:
         for case in cases:
