@@ -91,6 +91,8 @@ def test_a_culprit_that_leaves_the_range_partly_unexplained_gets_the_remainder_b
     assert first["unexplained"]["significant"] and first["unexplained"]["ratio"] == pytest.approx(1.01, abs=0.001)
     assert not second["unexplained"]["significant"]
     assert second["range"] == {"good": COMMITS[4].sha, "bad": COMMITS[-1].sha}
+    # Once c11 explains the rest, nothing before c5 is measured: 6 A/B runs found c5, 5 more c11.
+    assert case["notes"] == [] and len(PlantedCampaign.runs) == 11, PlantedCampaign.runs
     summary = (out / "summary.md").read_text()
     assert "its slowdown leaves part of the range's unexplained" in summary
     assert "the remainder is bisected next" in summary
@@ -202,3 +204,24 @@ def test_the_step_as_the_nightly_runs_it_names_the_planted_culprit_in_the_summar
 def test_bad_options_are_one_line_before_reading_anything(args, message, tmp_path, capsys):
     assert alarm.main([str(tmp_path), *args]) == 2
     assert capsys.readouterr().err.strip().startswith(f"meddpm-alarm: error: {message}")
+
+
+def test_an_interrupted_alarm_writes_what_it_found_marked_partial(monkeypatch, tmp_path):
+    plant(monkeypatch, tmp_path, _medians((10, 102.0)))
+    real_run = PlantedCampaign.run
+
+    def interrupted(self, on_progress=None):
+        if len(PlantedCampaign.runs) == 1:  # the ends measured, the first halving under way
+            raise KeyboardInterrupt
+        real_run(self, on_progress)
+
+    monkeypatch.setattr(PlantedCampaign, "run", interrupted)
+    out = _night(tmp_path)
+    status, lines = _run(out, "--bisect-budget", "3600")
+    assert status == 130, lines
+    document = json.loads((out / "alarm.json").read_text())
+    assert document["partial"] is True and document["cases"][0]["bisections"] == ["bisect-opt1-1.json"]
+    assert json.loads((out / "bisect-opt1-1.json").read_text())["partial"] is True
+    summary = (out / "summary.md").read_text()
+    assert "## The alarm, bisected in this job\n\nInterrupted: what follows is what was found before." in summary
+    assert "no culprit" not in summary

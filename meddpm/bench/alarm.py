@@ -148,26 +148,30 @@ class Alarm:
                 say(f"{PROG}: {exc}")
                 continue
             found.files.append(path.name)
+            if status not in (0, bisect.BUDGET_SPENT):
+                raise KeyboardInterrupt  # the walk wrote what it measured; the alarm writes what it found
             document = json.loads(path.read_text())
             ends = document["bisect"]["steps"][0]
             self.run_s = ends["seconds"] / (1 + ends["extended"])
             if status == bisect.BUDGET_SPENT:
                 found.left = {**document["left"], "why": "the budget"}
                 break
-            if status != 0:
-                raise KeyboardInterrupt
             culprit = document["bisect"]["culprit"]
             rest = unexplained(ends, culprit)
             found.culprits.append({**culprit, "range": {"good": good, "bad": bad}, "ends": ends, "unexplained": rest})
+            # A range found slower ends the search among the alternatives; only its own remainders follow.
+            ranges = []
             if rest["significant"]:
-                ranges = [(culprit["commit"], bad)] if culprit["commit"] != bad else []
+                ranges += [(culprit["commit"], bad)] if culprit["commit"] != bad else []
                 ranges += [(good, culprit["parent"])] if culprit["parent"] != good else []
         return found
 
 
-def summary_section(cases: Sequence[CaseAlarm], budget: bisect.Budget) -> str:
+def summary_section(cases: Sequence[CaseAlarm], budget: bisect.Budget, interrupted: bool = False) -> str:
     """The summary's section: per case each culprit, what moved, what it leaves unexplained, and what is left."""
     lines = ["## The alarm, bisected in this job", ""]
+    if interrupted:
+        lines += ["Interrupted: what follows is what was found before.", ""]
     for found in cases:
         c = found.case
         lines += [f"**{c.combo}** ({c.preset} b{c.batch_size}), from the last good {c.good[:12]} to {c.bad[:12]}:", ""]
@@ -176,7 +180,7 @@ def summary_section(cases: Sequence[CaseAlarm], budget: bisect.Budget) -> str:
         lines += [f"- {printable(note)}" for note in found.notes]
         if found.left:
             lines.append(f"- {_left_line(found)}")
-        if not found.culprits and not found.left:
+        if not found.culprits and not found.left and not interrupted:
             lines.append("- no culprit: no range was slower when bisected (see the notes above)")
         lines.append("")
     lines.append(f"Budget: {budget.spent:.0f} s of {budget.seconds:.0f} s spent; every step is in alarm.json.")
@@ -273,7 +277,7 @@ def run(argv: Sequence[str] | None = None, say: Callable[[str], None] = print) -
     write_json_atomic(args.results_dir / "alarm.json", document)
     summary = args.results_dir / "summary.md"
     before = summary.read_text() if summary.exists() else ""
-    write_text_atomic(summary, before + ("\n" if before else "") + summary_section(done, budget))
+    write_text_atomic(summary, before + ("\n" if before else "") + summary_section(done, budget, status != 0))
     for found in done:
         for culprit in found.culprits:
             say(f"culprit: {culprit['commit'][:12]} ({printable(culprit['subject'])}) in {found.case.combo}")
