@@ -119,9 +119,9 @@ def test_a_culprit_limit_stops_before_the_remainder_and_says_so(monkeypatch, tmp
     out = _night(tmp_path)
     _run(out, "--bisect-budget", "3600", "--max-culprits", "1")
     (case,) = json.loads((out / "alarm.json").read_text())["cases"]
-    assert len(case["culprits"]) == 1 and case["left"]["why"] == "the limit of 1 culprits"
+    assert len(case["culprits"]) == 1 and case["left"]["why"] == "the culprits' limit (--max-culprits 1)"
     summary = (out / "summary.md").read_text()
-    assert f"not bisected for want of the limit of 1 culprits: {COMMITS[4].sha[:12]}.." in summary
+    assert f"not bisected for want of the culprits' limit (--max-culprits 1): {COMMITS[4].sha[:12]}.." in summary
 
 
 def test_a_spent_budget_stops_the_walk_and_says_what_is_left(monkeypatch, tmp_path):

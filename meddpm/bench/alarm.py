@@ -134,7 +134,8 @@ class Alarm:
         while ranges:
             good, bad = ranges.pop(0)
             if len(found.culprits) == self.max_culprits:
-                found.left = {"good": good, "bad": bad, "why": f"the limit of {self.max_culprits} culprits"}
+                limit = f"the culprits' limit (--max-culprits {self.max_culprits})"
+                found.left = {"good": good, "bad": bad, "why": limit}
                 break
             if self.run_s is not None and not self.budget.fits(self.run_s):
                 found.left = {"good": good, "bad": bad, "why": "the budget", "run_seconds": self.run_s}
@@ -193,7 +194,8 @@ def _culprit_lines(culprit: dict[str, Any]) -> list[str]:
         f"- culprit: {culprit['commit'][:12]} ({printable(culprit['subject'])}), ratio {_figures(culprit)} against its "
         f"parent {culprit['parent'][:12]}"
     ]
-    lines += [f"  {line}" if line else "" for line in explanation_lines(culprit.get("explain") or [], markdown=True)]
+    if culprit.get("explain"):
+        lines += [f"  {line}" if line else "" for line in explanation_lines(culprit["explain"], markdown=True)]
     range_text = f"{culprit['range']['good'][:12]}..{culprit['range']['bad'][:12]}"
     if rest["significant"]:
         lines.append(
