@@ -45,12 +45,15 @@ class PlantedCampaign:
     noisy: set[str] = set()  # the commits whose processes read half or twice their time, in turn
     now = 0.0  # the planted clock
     run_seconds = 0.0  # what each run of processes moves it on by
+    interrupt_at: int | None = None  # the run (counted from 0) that Ctrl-C stops
 
     def __init__(self, config, combos, device, *, batch_size, settings, processes, sources):
         self.combo, self.processes, self.sources = combos[0], processes, sources
         self._measured = {s.label: _Runs() for s in sources}
 
     def run(self, on_progress=None):
+        if len(PlantedCampaign.runs) == self.interrupt_at:
+            raise KeyboardInterrupt
         PlantedCampaign.runs.append(self.processes)
         PlantedCampaign.now += PlantedCampaign.run_seconds
         for i in range(self.processes):
@@ -92,3 +95,4 @@ def plant(monkeypatch, tmp_path: Path, medians: dict[str, float]) -> None:
     PlantedCampaign.noisy = set()
     PlantedCampaign.now = 0.0
     PlantedCampaign.run_seconds = 0.0
+    PlantedCampaign.interrupt_at = None

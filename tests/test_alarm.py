@@ -208,14 +208,7 @@ def test_bad_options_are_one_line_before_reading_anything(args, message, tmp_pat
 
 def test_an_interrupted_alarm_writes_what_it_found_marked_partial(monkeypatch, tmp_path):
     plant(monkeypatch, tmp_path, _medians((10, 102.0)))
-    real_run = PlantedCampaign.run
-
-    def interrupted(self, on_progress=None):
-        if len(PlantedCampaign.runs) == 1:  # the ends measured, the first halving under way
-            raise KeyboardInterrupt
-        real_run(self, on_progress)
-
-    monkeypatch.setattr(PlantedCampaign, "run", interrupted)
+    PlantedCampaign.interrupt_at = 1  # the ends measured, the first halving under way
     out = _night(tmp_path)
     status, lines = _run(out, "--bisect-budget", "3600")
     assert status == 130, lines

@@ -117,15 +117,8 @@ def test_a_range_whose_bad_end_is_not_slower_is_refused_after_measuring_the_ends
     assert PlantedCampaign.runs == [3]  # the ends only
 
 
-def test_an_interrupted_walk_writes_its_steps_marked_partial(planted, monkeypatch):
-    real_run = PlantedCampaign.run
-
-    def interrupted(self, on_progress=None):
-        if len(PlantedCampaign.runs) == 1:  # the ends measured, the first halving under way
-            raise KeyboardInterrupt
-        real_run(self, on_progress)
-
-    monkeypatch.setattr(PlantedCampaign, "run", interrupted)
+def test_an_interrupted_walk_writes_its_steps_marked_partial(planted):
+    PlantedCampaign.interrupt_at = 1  # the ends measured, the first halving under way
     assert bisect.run_bisect(_job(), "c0..c16", planted / "b.json", lambda line: None) == 130
     document = json.loads((planted / "b.json").read_text())
     assert document["partial"] is True and len(document["bisect"]["steps"]) == 1
