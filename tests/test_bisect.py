@@ -7,30 +7,23 @@ walks a real git repository on the CPU, its slowdown planted in the workload's c
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import json
 import math
 import re
 import subprocess
 import sys
-from dataclasses import dataclass, field
 
 import pytest
+from planted_campaign import COMMITS, GOOD, PlantedCampaign, plant
 from planted_repo import git, make_repo, set_clock
 
 from meddpm.bench import bisect
 from meddpm.errors import UserError
 from meddpm.judge.bisection import Commit, Search, decided_side, side_of, slowdown_between_ends
-from meddpm.measure.campaign.protocol import Source
 from meddpm.measure.campaign.settings import CampaignSettings
-from meddpm.measure.campaign.time_split import TimeSplit
 from meddpm.measure.processes.revision import Undrivable, resolve_revision, revisions_root
 from meddpm.measure.statistics.compare import compare_processes
 from meddpm.model.config import ModelConfig
-
-COMMITS = [Commit(hashlib.sha1(f"c{i}".encode()).hexdigest(), f"c{i}") for i in range(1, 17)]
-GOOD = Commit(hashlib.sha1(b"c0").hexdigest(), "c0")
 
 
 def test_the_cut_is_halfway_and_a_range_without_a_slowdown_is_refused():
@@ -62,65 +55,11 @@ def test_the_search_halves_toward_the_culprit():
     assert search.done and search.culprit == COMMITS[9] and search.parent_of_culprit(GOOD) == COMMITS[8]
 
 
-@dataclass
-class _Runs:
-    process_medians_ms: list[float] = field(default_factory=list)
-    profile_rows: list = field(default_factory=list)
-    run_profiles: list = field(default_factory=list)
-    run_counts: list = field(default_factory=list)
-    run_module_bytes: list = field(default_factory=list)
-
-    def process_peaks(self, kind: str) -> list[int]:
-        return []  # no process of a planted commit reads a peak
-
-
-class PlantedCampaign:
-    """A process campaign whose processes read the time planted for each commit (slower from the culprit on)."""
-
-    medians: dict[str, float] = {}
-    runs: list[int] = []
-    undrivable: dict[str, str] = {}  # by sha: why this harness cannot drive the commit
-    noisy: set[str] = set()  # the commits whose processes read half or twice their time, in turn
-
-    def __init__(self, config, combos, device, *, batch_size, settings, processes, sources):
-        self.combo, self.processes, self.sources = combos[0], processes, sources
-        self._measured = {s.label: _Runs() for s in sources}
-        self.time_split = TimeSplit()
-
-    def run(self, on_progress=None):
-        PlantedCampaign.runs.append(self.processes)
-        self.time_split.add("measuring", 10.0)  # each run of a step: 10 s of planted measuring
-        for i in range(self.processes):
-            for source in self.sources:
-                jitter = 1 + 0.0002 * ((i * 7 + len(self._measured[source.label].process_medians_ms)) % 5 - 2)
-                if source.commit in self.noisy:
-                    jitter *= (0.5, 2.0)[len(self._measured[source.label].process_medians_ms) % 2]
-                self._measured[source.label].process_medians_ms.append(self.medians[source.commit] * jitter)
-
-    def measurements(self, source):
-        return {self.combo: self._measured[source.label]}
-
-
 @pytest.fixture
 def planted(monkeypatch, tmp_path):
     """The walk over COMMITS with planted medians: 100 ms up to c10, 102 ms from c11 (the culprit) on."""
-    line = (GOOD, COMMITS)
-    monkeypatch.setattr(bisect, "revisions_root", lambda option: tmp_path)
-    monkeypatch.setattr(bisect, "first_parent_line", lambda good, bad, root: line)
-
-    @contextlib.contextmanager
-    def revision(sha, root, option, reach):
-        if sha in PlantedCampaign.undrivable:
-            raise Undrivable(f"--bisect: {sha[:9]} {PlantedCampaign.undrivable[sha]}", PlantedCampaign.undrivable[sha])
-        yield Source(sha[:9], tmp_path, sha)
-
-    monkeypatch.setattr(bisect, "revision", revision)
-    monkeypatch.setattr(bisect, "ProcessCampaign", PlantedCampaign)
-    monkeypatch.setattr(bisect, "environment", lambda device: {"device": "planted"})
-    PlantedCampaign.medians = {GOOD.sha: 100.0, **{c.sha: 100.0 if i < 10 else 102.0 for i, c in enumerate(COMMITS)}}
-    PlantedCampaign.runs = []
-    PlantedCampaign.undrivable = {}
-    PlantedCampaign.noisy = set()
+    medians = {c.sha: 100.0 if i < 10 else 102.0 for i, c in enumerate(COMMITS)}
+    plant(monkeypatch, tmp_path, {GOOD.sha: 100.0, **medians})
     return tmp_path
 
 
@@ -160,6 +99,20 @@ def test_an_ambiguous_step_gets_more_processes_before_it_decides(planted):
     assert step["extended"] == bisect.EXTENSIONS and step["processes"] == [9, 9]
 
 
+def test_a_budget_decides_an_ambiguous_step_on_its_ratio_and_stops_before_a_run_it_cannot_fit(planted):
+    # Each A/B run takes 100 planted seconds: after the ends and c8's first round (on the cut, so ambiguous), 250 s
+    # leave no room for a round more, nor for the next halving.
+    PlantedCampaign.medians[COMMITS[7].sha] = 101.0
+    PlantedCampaign.run_seconds = 100.0
+    lines: list[str] = []
+    status = bisect.run_bisect(_job(), "c0..c16", planted / "b.json", lines.append, bisect.Budget(250.0))
+    assert status == bisect.BUDGET_SPENT and PlantedCampaign.runs == [3, 3]
+    assert any("straddles the cut" in line and "no budget left for more processes" in line for line in lines), lines
+    assert lines[-1].startswith("budget: 200 s of 250 s spent, and an A/B run takes about 100 s: stopped"), lines
+    document = json.loads((planted / "b.json").read_text())
+    assert document["partial"] is True and document["left"]["spent_seconds"] == 200.0
+
+
 def test_a_range_whose_bad_end_is_not_slower_is_refused_after_measuring_the_ends(planted):
     PlantedCampaign.medians = dict.fromkeys(PlantedCampaign.medians, 100.0)
     with pytest.raises(UserError, match=r"is not slower than .* for opt1 .*nothing to bisect"):
@@ -167,15 +120,8 @@ def test_a_range_whose_bad_end_is_not_slower_is_refused_after_measuring_the_ends
     assert PlantedCampaign.runs == [3]  # the ends only
 
 
-def test_an_interrupted_walk_writes_its_steps_marked_partial(planted, monkeypatch):
-    real_run = PlantedCampaign.run
-
-    def interrupted(self, on_progress=None):
-        if len(PlantedCampaign.runs) == 1:  # the ends measured, the first halving under way
-            raise KeyboardInterrupt
-        real_run(self, on_progress)
-
-    monkeypatch.setattr(PlantedCampaign, "run", interrupted)
+def test_an_interrupted_walk_writes_its_steps_marked_partial(planted):
+    PlantedCampaign.interrupt_at = 1  # the ends measured, the first halving under way
     assert bisect.run_bisect(_job(), "c0..c16", planted / "b.json", lambda line: None) == 130
     document = json.loads((planted / "b.json").read_text())
     assert document["partial"] is True and len(document["bisect"]["steps"]) == 1

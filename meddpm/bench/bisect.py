@@ -16,7 +16,7 @@ import math
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -50,6 +50,7 @@ from meddpm.report.explanation import explanation_lines
 SCHEMA = "meddpm-bisect/1"
 PROCESSES = 3  # a side per step unless --processes says otherwise
 EXTENSIONS = 2  # an ambiguous step gets this many rounds of as many processes again, then decides on its ratio
+BUDGET_SPENT = 3  # run_bisect's exit status when its budget stopped it before a culprit
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,27 @@ class Bisection:
     settings: CampaignSettings
     processes: int
     alpha: float = Tolerances().alpha
+
+
+@dataclass
+class Budget:
+    """Seconds a bisection (or several in turn) may take, counted from this object's creation.
+
+    What an A/B run costs is known only once the ends are measured: every later run of the walk is
+    as long as one round of the ends', so a run is started only where that much is left.
+    """
+
+    seconds: float
+    # Looked up at each call, so that a test's planted clock (this module's ``time`` replaced) counts too.
+    started: float = field(default_factory=lambda: time.monotonic())
+
+    @property
+    def spent(self) -> float:
+        return time.monotonic() - self.started
+
+    def fits(self, cost: float) -> bool:
+        """Whether a run of ``cost`` seconds ends within the budget."""
+        return self.spent + cost <= self.seconds
 
 
 def parse_range(text: str) -> tuple[str, str]:
@@ -89,7 +111,7 @@ def first_parent_line(good: str, bad: str, root: Path) -> tuple[Commit, list[Com
 
 def plan_line(good: Commit, bad: Commit, count: int, processes: int) -> str:
     """The plan, before any measuring: how many A/B runs at most, of how many processes."""
-    halvings = math.ceil(math.log2(count)) if count > 1 else 0
+    halvings = _halvings(count)
     runs = 2 + halvings
     return (
         f"bisect {good.sha[:9]}..{bad.sha[:9]}: {count} commit(s); at most {runs} A/B runs of {processes}+{processes} "
@@ -102,8 +124,11 @@ class Walk:
     """A bisection under way: the extracted workloads, the steps measured, the commits skipped, and where the JSON
     goes."""
 
-    def __init__(self, job: Bisection, root: Path, json_path: Path, say: Callable[[str], None]):
+    def __init__(
+        self, job: Bisection, root: Path, json_path: Path, say: Callable[[str], None], budget: Budget | None = None
+    ):
         self.job = job
+        self.budget = budget
         self.root = root
         self.json_path = json_path
         self.say = say
@@ -158,6 +183,10 @@ class Walk:
                 undecided = self._undecided(comparison, cut)
                 if undecided is None or extended == EXTENSIONS:
                     break
+                round_s = (time.monotonic() - started) / (extended + 1)
+                if self.budget is not None and not self.budget.fits(round_s):
+                    self.say(f"  {label}: {undecided}; no budget left for more processes, deciding on its ratio")
+                    break
                 extended += 1
                 self.say(f"  {label}: {undecided}; {job.processes}+{job.processes} more processes")
         finally:
@@ -193,8 +222,11 @@ class Walk:
         return log
 
 
-def run_bisect(job: Bisection, range_text: str, json_path: Path, say: Callable[[str], None]) -> int:
-    """Find the culprit commit of ``range_text`` for ``job.combo``; 0 with a culprit, 130 when interrupted.
+def run_bisect(
+    job: Bisection, range_text: str, json_path: Path, say: Callable[[str], None], budget: Budget | None = None
+) -> int:
+    """Find the culprit commit of ``range_text`` for ``job.combo``; 0 with a culprit, 130 when interrupted,
+    :data:`BUDGET_SPENT` when ``budget`` had no room for the next A/B run (the JSON then says what is left).
 
     A commit between the ends that this harness cannot drive is skipped, as ``git bisect skip`` does.
     """
@@ -206,13 +238,15 @@ def run_bisect(job: Bisection, range_text: str, json_path: Path, say: Callable[[
     env = environment(job.device)
     cut: float | None = None
     search = Search(commits)
-    with Walk(job, root, json_path, say) as walk:
+    with Walk(job, root, json_path, say, budget) as walk:
         try:
             ends = walk.measure(bad, good, None, "the ends")
             cut = slowdown_between_ends(ends.comparison, job.alpha, job.combo, good, bad)
             say(_step_line(1, ends, cut) + f"; {_left(ends.seconds, search.steps_left + 1)}")
             known: dict[str, Step] = {bad.sha: ends}
+            run_s = ends.seconds / (1 + ends.extended)
             while not search.done:
+                _check_budget(budget, run_s, job, good, search, walk)
                 commit = search.next()
                 label = f"step {len(walk.steps) + len(walk.skipped) + 1}"
                 try:
@@ -226,6 +260,8 @@ def run_bisect(job: Bisection, range_text: str, json_path: Path, say: Callable[[
                 known[commit.sha] = step
                 say(_step_line(len(walk.steps), step, cut) + f"; culprit in {_range(search)}")
             culprit, parent = search.culprit, search.parent_of_culprit(good)
+            if parent != good:
+                _check_budget(budget, run_s, job, good, search, walk)
             # Against its parent the question is only whether it is slower at all: an interval straddling 1
             # gets more processes, as a halving's straddling its cut does.
             own = known[culprit.sha] if parent == good else walk.measure(culprit, parent, 1.0, "the culprit")
@@ -236,6 +272,9 @@ def run_bisect(job: Bisection, range_text: str, json_path: Path, say: Callable[[
             say(f"interrupted after {len(walk.steps)} step(s); what was measured is in {json_path}")
             say(f"where the time went: {walk.time_split.line(walk.wall_s)}")
             return 130
+        except _BudgetSpent as spent:
+            _write(json_path, job, env, good, bad, cut, walk, None, spent.left)
+            return BUDGET_SPENT
     c = own.comparison
     suspects = search.suspects
     base = "its parent" if len(suspects) == 1 else "the newest good commit"
@@ -294,6 +333,42 @@ def from_options(
     return run_bisect(job, args.bisect, json_path, say)
 
 
+class _BudgetSpent(Exception):
+    """The budget has no room for the next A/B run; ``left`` says where the culprit lies and what finishing costs."""
+
+    def __init__(self, left: dict[str, object]):
+        super().__init__("budget spent")
+        self.left = left
+
+
+def _check_budget(
+    budget: Budget | None, run_s: float, job: Bisection, good: Commit, search: Search, walk: Walk
+) -> None:
+    """Raise :class:`_BudgetSpent`, after a line saying what is left, where an A/B run of ``run_s`` would overrun."""
+    if budget is None or budget.fits(run_s):
+        return
+    newest_good, oldest_bad = search.parent_of_culprit(good), search.culprit
+    count = len(search.suspects)
+    runs = 2 + _halvings(count)  # a bisection of what is left: its ends, its halvings, the culprit against its parent
+    walk.say(
+        f"budget: {budget.spent:.0f} s of {budget.seconds:.0f} s spent, and an A/B run takes about {run_s:.0f} s: "
+        f"stopped with the culprit in {_range(search)} ({count} commit(s)); finish with meddpm-bench --bisect "
+        f"{newest_good.sha[:12]}..{oldest_bad.sha[:12]} --combos {job.combo} --preset {job.config.name} --batch-size "
+        f"{job.batch_size} (at most {runs} A/B runs, about {runs * run_s:.0f} s)"
+    )
+    raise _BudgetSpent(
+        {
+            "good": newest_good.sha,
+            "bad": oldest_bad.sha,
+            "commits": count,
+            "runs": runs,
+            "run_seconds": run_s,
+            "budget_seconds": budget.seconds,
+            "spent_seconds": budget.spent,
+        }
+    )
+
+
 def _write(
     path: Path,
     job: Bisection,
@@ -303,8 +378,10 @@ def _write(
     cut: float | None,
     walk: Walk,
     suspects: list[Commit] | None,
+    left: dict[str, object] | None = None,
 ) -> None:
-    """The JSON of the walk; ``suspects`` None: cut short, so marked partial and without a culprit."""
+    """The JSON of the walk; ``suspects`` None: cut short, so marked partial and without a culprit; ``left``: the
+    range a budget left unsearched."""
     section = report(good, bad, job.combo, job.config.name, cut, walk.steps, walk.skipped, suspects or ())
     document = {
         "schema": SCHEMA,
@@ -315,8 +392,13 @@ def _write(
         "bisect": section,
         "time_split": {"wall_s": walk.wall_s, "seconds": walk.time_split.seconds},
         **({"partial": True} if suspects is None else {}),
+        **({"left": left} if left else {}),
     }
     write_json_atomic(path, document)
+
+
+def _halvings(count: int) -> int:
+    return math.ceil(math.log2(count)) if count > 1 else 0
 
 
 def _step_line(number: int, step: Step, cut: float) -> str:

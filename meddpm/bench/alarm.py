@@ -1,0 +1,295 @@
+"""``python -m meddpm.bench.alarm RESULTS_DIR``: a nightly that bisects its own alarm.
+
+A nightly A/B against the last good run (``--compare-to=last-good``) that flags a case knows the range
+holding the slowdown: the last good run's commit up to the one it measured. This bisects that range
+for each flagged combo, in the same job (:func:`meddpm.bench.bisect.run_bisect`), and writes
+``culprit: <commit>`` with what moved into the run's ``summary.md`` and into ``alarm.json`` beside its
+``results.json``. A nightly spans many commits, so two culprits in one range are common: where the
+culprit's own slowdown (its ratio against its parent) leaves a significant part of the range's
+(the bisection's ends) unexplained, the remainder is bisected too: the culprit up to the bad end
+first, and where that is not slower, the good end up to the culprit's parent. A budget in seconds
+bounds it all: an A/B run costs what a round of the ends cost, and none is started that would
+overrun; what is left is said, with the command that finishes it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+import torch
+
+from meddpm.atomic import write_json_atomic, write_text_atomic
+from meddpm.bench import bisect
+from meddpm.errors import UserError, printable, run_command
+from meddpm.measure.campaign import inputs
+from meddpm.measure.campaign.settings import (
+    BENCH,
+    add_settings,
+    campaign_settings,
+    check_count,
+    given_settings,
+    namespace_reader,
+)
+from meddpm.measure.machine import compile_cache
+from meddpm.model.config import ModelConfig
+from meddpm.report.explanation import explanation_lines
+
+PROG = "meddpm-alarm"
+SCHEMA = "meddpm-alarm/1"
+MAX_CULPRITS = 3  # per flagged case: a night's range rarely holds more, and each costs a whole bisection
+_SHA = re.compile(r"[0-9a-f]{40}")
+
+
+@dataclass(frozen=True)
+class Flagged:
+    """A case the night's A/B flagged as slower: its combo, preset and batch size, and the range to bisect."""
+
+    combo: str
+    preset: str
+    batch_size: int
+    good: str  # the last good run's commit
+    bad: str  # the commit the night measured
+
+
+def flagged_cases(results: dict[str, Any]) -> list[Flagged]:
+    """The cases whose time the night's A/B against the last good run flagged; none without such an A/B."""
+    last_good = results.get("last_good")
+    if not last_good:
+        return []
+    bad = str((results.get("environment") or {}).get("commit") or "")
+    flagged = [
+        case
+        for case in results.get("cases", [])
+        if any(c.get("metric") == "time" and c.get("outcome") == "regression" for c in case.get("comparisons", []))
+    ]
+    if flagged and not _SHA.fullmatch(bad):
+        raise UserError(
+            f"the night measured {bad or 'no commit'}, not a plain commit, so there is no range to bisect; run the "
+            "nightly on a clean checkout"
+        )
+    return [Flagged(c["combo"], c["preset"], int(c["batch_size"]), str(last_good["commit"]), bad) for c in flagged]
+
+
+def unexplained(ends: dict[str, Any], culprit: dict[str, Any]) -> dict[str, Any]:
+    """What of the range's slowdown (its ends' ratio) the culprit's own (its ratio against its parent) leaves.
+
+    Slowdowns compose as products, so the rest is the quotient of the ratios; its interval divides the intervals'
+    far ends by each other, a conservative bound. Significant where even that lower bound is above 1.
+    """
+    low, high = ends["ci_low"] / culprit["ci_high"], ends["ci_high"] / culprit["ci_low"]
+    return {"ratio": ends["ratio"] / culprit["ratio"], "ci_low": low, "ci_high": high, "significant": low > 1}
+
+
+@dataclass
+class CaseAlarm:
+    """One flagged case's bisections: the culprits found, the notes on the way, and what was left undone."""
+
+    case: Flagged
+    culprits: list[dict[str, Any]]
+    notes: list[str]
+    files: list[str]
+    left: dict[str, Any] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        c = self.case
+        return {
+            "combo": c.combo,
+            "preset": c.preset,
+            "batch_size": c.batch_size,
+            "range": {"good": c.good, "bad": c.bad},
+            "culprits": self.culprits,
+            "notes": self.notes,
+            "bisections": self.files,
+            "left": self.left,
+        }
+
+
+class Alarm:
+    """The bisections of one night's flagged cases, under one budget."""
+
+    def __init__(self, out: Path, settings: Any, processes: int, budget: bisect.Budget, max_culprits: int):
+        self.out = out
+        self.settings = settings
+        self.processes = processes
+        self.budget = budget
+        self.max_culprits = max_culprits
+        self.run_s: float | None = None  # an A/B run's cost, once one bisection's ends were measured
+        self.cases: list[CaseAlarm] = []  # as far as they went, an interrupted one too
+
+    def bisect_case(self, case: Flagged, device: torch.device, say: Callable[[str], None]) -> CaseAlarm:
+        """Bisect ``case``'s range, then each remainder the culprit leaves unexplained, within the budget."""
+        job = bisect.Bisection(
+            ModelConfig.preset(case.preset), case.combo, device, case.batch_size, self.settings, self.processes
+        )
+        found = CaseAlarm(case, [], [], [])
+        self.cases.append(found)
+        ranges = [(case.good, case.bad)]  # where the slowdown may lie, tried in turn until one is slower
+        while ranges:
+            good, bad = ranges.pop(0)
+            if len(found.culprits) == self.max_culprits:
+                limit = f"the culprits' limit (--max-culprits {self.max_culprits})"
+                found.left = {"good": good, "bad": bad, "why": limit}
+                break
+            if self.run_s is not None and not self.budget.fits(self.run_s):
+                found.left = {"good": good, "bad": bad, "why": "the budget", "run_seconds": self.run_s}
+                break
+            path = self.out / f"bisect-{case.combo}-{len(found.files) + 1}.json"
+            say(f"{PROG}: bisecting {case.combo} over {good[:12]}..{bad[:12]}")
+            try:
+                status = bisect.run_bisect(job, f"{good}..{bad}", path, say, self.budget)
+            except UserError as exc:
+                found.notes.append(f"{good[:12]}..{bad[:12]}: {exc}")
+                say(f"{PROG}: {exc}")
+                continue
+            found.files.append(path.name)
+            if status not in (0, bisect.BUDGET_SPENT):
+                raise KeyboardInterrupt  # the walk wrote what it measured; the alarm writes what it found
+            document = json.loads(path.read_text())
+            ends = document["bisect"]["steps"][0]
+            self.run_s = ends["seconds"] / (1 + ends["extended"])
+            if status == bisect.BUDGET_SPENT:
+                found.left = {**document["left"], "why": "the budget"}
+                break
+            culprit = document["bisect"]["culprit"]
+            rest = unexplained(ends, culprit)
+            found.culprits.append({**culprit, "range": {"good": good, "bad": bad}, "ends": ends, "unexplained": rest})
+            # A range found slower ends the search among the alternatives; only its own remainders follow.
+            ranges = []
+            if rest["significant"]:
+                ranges += [(culprit["commit"], bad)] if culprit["commit"] != bad else []
+                ranges += [(good, culprit["parent"])] if culprit["parent"] != good else []
+        return found
+
+
+def summary_section(cases: Sequence[CaseAlarm], budget: bisect.Budget, interrupted: bool = False) -> str:
+    """The summary's section: per case each culprit, what moved, what it leaves unexplained, and what is left."""
+    lines = ["## The alarm, bisected in this job", ""]
+    if interrupted:
+        lines += ["Interrupted: what follows is what was found before.", ""]
+    for found in cases:
+        c = found.case
+        lines += [f"**{c.combo}** ({c.preset} b{c.batch_size}), from the last good {c.good[:12]} to {c.bad[:12]}:", ""]
+        for culprit in found.culprits:
+            lines += _culprit_lines(culprit)
+        lines += [f"- {printable(note)}" for note in found.notes]
+        if found.left:
+            lines.append(f"- {_left_line(found)}")
+        if not found.culprits and not found.left and not interrupted:
+            lines.append("- no culprit: no range was slower when bisected (see the notes above)")
+        lines.append("")
+    lines.append(f"Budget: {budget.spent:.0f} s of {budget.seconds:.0f} s spent; every step is in alarm.json.")
+    return "\n".join(lines) + "\n"
+
+
+def _culprit_lines(culprit: dict[str, Any]) -> list[str]:
+    ends, rest = culprit["ends"], culprit["unexplained"]
+    lines = [
+        f"- culprit: {culprit['commit'][:12]} ({printable(culprit['subject'])}), ratio {_figures(culprit)} against its "
+        f"parent {culprit['parent'][:12]}"
+    ]
+    if culprit.get("explain"):
+        lines += [f"  {line}" if line else "" for line in explanation_lines(culprit["explain"], markdown=True)]
+    range_text = f"{culprit['range']['good'][:12]}..{culprit['range']['bad'][:12]}"
+    if rest["significant"]:
+        lines.append(
+            f"- its slowdown leaves part of the range's unexplained: the range {range_text} {_figures(ends)}, "
+            f"unexplained {_figures(rest)}; the remainder is bisected next"
+        )
+    else:
+        lines.append(f"- it explains the range {range_text} {_figures(ends)} (unexplained {_figures(rest)})")
+    return lines
+
+
+def _left_line(found: CaseAlarm) -> str:
+    left, c = found.left or {}, found.case
+    command = (
+        f"meddpm-bench --bisect {left['good'][:12]}..{left['bad'][:12]} --combos {c.combo} --preset {c.preset} "
+        f"--batch-size {c.batch_size}"
+    )
+    if "commits" in left:
+        cost = f"{left['commits']} commit(s); at most {left['runs']} A/B runs of about {left['run_seconds']:.0f} s"
+        return f"stopped by the budget with the culprit in {left['good'][:12]}..{left['bad'][:12]} ({cost}): {command}"
+    return f"not bisected for want of {left['why']}: {left['good'][:12]}..{left['bad'][:12]}, with {command}"
+
+
+def _figures(d: dict[str, Any]) -> str:
+    return f"{d['ratio']:.4f} [{d['ci_low']:.4f}, {d['ci_high']:.4f}]"
+
+
+def _parser() -> argparse.ArgumentParser:
+    class Parser(argparse.ArgumentParser):
+        def error(self, message: str) -> NoReturn:
+            self.exit(2, f"{PROG}: error: {message} (see python -m meddpm.bench.alarm --help)\n")
+
+    p = Parser(
+        prog="python -m meddpm.bench.alarm", description="Bisect what a nightly A/B against the last good run flagged."
+    )
+    p.add_argument("results_dir", type=Path, help="the nightly's --perf-results-dir (its results.json and summary.md)")
+    p.add_argument("--bisect-budget", type=float, required=True, help="seconds the bisections may take in all")
+    p.add_argument("--max-culprits", type=int, default=MAX_CULPRITS, help=f"per case (default {MAX_CULPRITS})")
+    p.add_argument("--processes", type=int, default=bisect.PROCESSES, help="a side per A/B run")
+    add_settings(p.add_argument, BENCH)
+    compile_cache.add_option(p.add_argument, "--compile-cache")
+    return p
+
+
+def run(argv: Sequence[str] | None = None, say: Callable[[str], None] = print) -> int:
+    """Bisect the flagged cases of ``results_dir``'s results.json; 0 once done (culprits or not), 130 interrupted."""
+    args = _parser().parse_args(argv)
+    budget = bisect.Budget(args.bisect_budget)
+    if not args.bisect_budget > 0:
+        raise UserError(f"--bisect-budget must be a number of seconds above 0, not {args.bisect_budget}")
+    check_count("--max-culprits", args.max_culprits, 1)
+    processes = inputs.process_count("--processes", args.processes, "bisect")
+    results_path = args.results_dir / "results.json"
+    try:
+        results = json.loads(results_path.read_text())
+    except (OSError, ValueError) as exc:
+        raise UserError(f"cannot read {results_path} ({exc}); give the nightly's --perf-results-dir") from None
+    cases = flagged_cases(results)
+    if not cases:
+        say(f"{PROG}: no case flagged against the last good run in {results_path}; nothing to bisect")
+        return 0
+    compile_cache.use_root(args.compile_cache)
+    on_gpu = results.get("arch") != "cpu"
+    device = torch.device("cuda" if on_gpu else "cpu")
+    settings = campaign_settings(given_settings(namespace_reader(args), BENCH), BENCH, on_gpu)
+    alarm = Alarm(args.results_dir, settings, processes, budget, args.max_culprits)
+    status = 0
+    try:
+        for case in cases:
+            alarm.bisect_case(case, device, say)
+    except KeyboardInterrupt:
+        status = 130
+    done = alarm.cases
+    document = {
+        "schema": SCHEMA,
+        "budget_seconds": budget.seconds,
+        "spent_seconds": budget.spent,
+        "cases": [found.as_dict() for found in done],
+        **({"partial": True} if status else {}),
+    }
+    write_json_atomic(args.results_dir / "alarm.json", document)
+    summary = args.results_dir / "summary.md"
+    before = summary.read_text() if summary.exists() else ""
+    write_text_atomic(summary, before + ("\n" if before else "") + summary_section(done, budget, status != 0))
+    for found in done:
+        for culprit in found.culprits:
+            say(f"culprit: {culprit['commit'][:12]} ({printable(culprit['subject'])}) in {found.case.combo}")
+    return status
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Console entry point: a user error is one line and exit status 2."""
+    return run_command(PROG, lambda: run(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,220 @@
+"""The nightly's bisect step: its alarm's flagged cases bisected within a budget, on planted process medians.
+
+The night's results.json is written here as the suite writes it (its flagged case, the last good run's
+commit); the walks read medians planted per commit (planted_campaign.py) and a planted clock, so the
+culprits are known and the budget is spent by the planted seconds of each A/B run, not by this machine.
+One test runs the step as the nightly does, on a git repository whose slowdown is planted in its workload.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+from planted_campaign import COMMITS, GOOD, PlantedCampaign, plant
+from planted_repo import git, make_repo, set_clock
+
+from meddpm.bench import alarm
+
+# The settings of a walk whose processes are planted: nothing is measured, so any will do.
+FAST = ["--warmup", "0", "--min-rounds", "2", "--max-rounds", "2"]
+
+
+def _night(tmp_path, outcome="regression", last_good=True, good=GOOD.sha, bad=COMMITS[-1].sha, combo="opt1"):
+    """A night's results folder: the tiny preset's opt1 flagged (or not) in an A/B against the last good run."""
+    case = {
+        "preset": "tiny",
+        "combo": combo,
+        "batch_size": 1,
+        "outcome": outcome,
+        "comparisons": [{"metric": "time", "outcome": outcome, "ratio": 1.02, "ci_low": 1.01, "ci_high": 1.03}],
+    }
+    results = {
+        "schema": "meddpm-perf-results/3",
+        "arch": "cpu",
+        "environment": {"commit": bad},
+        "last_good": {"commit": good, "run_id": 7} if last_good else None,
+        "cases": [case],
+    }
+    out = tmp_path / "perf-results"
+    out.mkdir()
+    (out / "results.json").write_text(json.dumps(results))
+    (out / "summary.md").write_text("# the night's summary\n")
+    return out
+
+
+def _medians(*steps: tuple[int, float]) -> dict[str, float]:
+    """100 ms at the good end; from each (index into COMMITS, ms) on, that many ms."""
+    medians = {GOOD.sha: 100.0}
+    for i, commit in enumerate(COMMITS):
+        medians[commit.sha] = next((ms for at, ms in reversed(steps) if i >= at), 100.0)
+    return medians
+
+
+def _run(out, *args):
+    lines: list[str] = []
+    status = alarm.run([str(out), *FAST, *args], say=lines.append)
+    return status, lines
+
+
+def test_one_culprit_is_found_and_written_to_the_summary_and_beside_the_results(monkeypatch, tmp_path):
+    plant(monkeypatch, tmp_path, _medians((10, 102.0)))
+    out = _night(tmp_path)
+    status, lines = _run(out, "--bisect-budget", "3600")
+    assert status == 0, lines
+    summary = (out / "summary.md").read_text()
+    assert summary.startswith("# the night's summary\n"), summary
+    assert f"- culprit: {COMMITS[10].sha[:12]} (c11), ratio 1.02" in summary, summary
+    assert f"against its parent {COMMITS[9].sha[:12]}" in summary
+    assert "- it explains the range" in summary and "remainder" not in summary
+    document = json.loads((out / "alarm.json").read_text())
+    assert document["schema"] == "meddpm-alarm/1" and "partial" not in document
+    (case,) = document["cases"]
+    assert [c["commit"] for c in case["culprits"]] == [COMMITS[10].sha] and case["left"] is None
+    assert case["bisections"] == ["bisect-opt1-1.json"] and (out / "bisect-opt1-1.json").exists()
+    assert lines[-1] == f"culprit: {COMMITS[10].sha[:12]} (c11) in opt1"
+
+
+def test_a_culprit_that_leaves_the_range_partly_unexplained_gets_the_remainder_bisected(monkeypatch, tmp_path):
+    # Two culprits in the night's range: c5 makes it 1.5 % slower, c11 another 1 %. Halfway cuts find c5 first;
+    # its own 1.015 leaves 1.01 of the range's 1.025, so c5..c16 is bisected next and finds c11.
+    plant(monkeypatch, tmp_path, _medians((4, 101.5), (10, 101.5 * 1.01)))
+    out = _night(tmp_path)
+    status, lines = _run(out, "--bisect-budget", "3600")
+    assert status == 0, lines
+    (case,) = json.loads((out / "alarm.json").read_text())["cases"]
+    assert [c["commit"] for c in case["culprits"]] == [COMMITS[4].sha, COMMITS[10].sha]
+    first, second = case["culprits"]
+    assert first["unexplained"]["significant"] and first["unexplained"]["ratio"] == pytest.approx(1.01, abs=0.001)
+    assert not second["unexplained"]["significant"]
+    assert second["range"] == {"good": COMMITS[4].sha, "bad": COMMITS[-1].sha}
+    # Once c11 explains the rest, nothing before c5 is measured: 6 A/B runs found c5, 5 more c11.
+    assert case["notes"] == [] and len(PlantedCampaign.runs) == 11, PlantedCampaign.runs
+    summary = (out / "summary.md").read_text()
+    assert "its slowdown leaves part of the range's unexplained" in summary
+    assert "the remainder is bisected next" in summary
+    assert f"- culprit: {COMMITS[4].sha[:12]} (c5)" in summary and f"- culprit: {COMMITS[10].sha[:12]} (c11)" in summary
+
+
+def test_a_remainder_not_after_the_culprit_is_looked_for_before_it(monkeypatch, tmp_path):
+    # c5 makes it 0.5 % slower, c11 another 2 %: halfway cuts find c11, whose 1.02 leaves 1.005 unexplained. Nothing
+    # after c11 is slower, so the good end up to c11's parent is bisected next and finds c5.
+    plant(monkeypatch, tmp_path, _medians((4, 100.5), (10, 100.5 * 1.02)))
+    out = _night(tmp_path)
+    status, lines = _run(out, "--bisect-budget", "3600")
+    assert status == 0, lines
+    (case,) = json.loads((out / "alarm.json").read_text())["cases"]
+    assert [c["commit"] for c in case["culprits"]] == [COMMITS[10].sha, COMMITS[4].sha]
+    assert case["culprits"][1]["range"] == {"good": GOOD.sha, "bad": COMMITS[9].sha}
+    (note,) = case["notes"]
+    assert note.startswith(f"{COMMITS[10].sha[:12]}..{COMMITS[-1].sha[:12]}: --bisect: ") and "is not slower" in note
+    assert case["bisections"] == ["bisect-opt1-1.json", "bisect-opt1-2.json"]
+
+
+def test_a_culprit_limit_stops_before_the_remainder_and_says_so(monkeypatch, tmp_path):
+    plant(monkeypatch, tmp_path, _medians((4, 101.5), (10, 101.5 * 1.01)))
+    out = _night(tmp_path)
+    _run(out, "--bisect-budget", "3600", "--max-culprits", "1")
+    (case,) = json.loads((out / "alarm.json").read_text())["cases"]
+    assert len(case["culprits"]) == 1 and case["left"]["why"] == "the culprits' limit (--max-culprits 1)"
+    summary = (out / "summary.md").read_text()
+    assert f"not bisected for want of the culprits' limit (--max-culprits 1): {COMMITS[4].sha[:12]}.." in summary
+
+
+def test_a_spent_budget_stops_the_walk_and_says_what_is_left(monkeypatch, tmp_path):
+    # Each A/B run takes 100 planted seconds: the ends and one halving fit 250 s, the next halving would not.
+    plant(monkeypatch, tmp_path, _medians((10, 102.0)))
+    PlantedCampaign.run_seconds = 100.0
+    out = _night(tmp_path)
+    status, lines = _run(out, "--bisect-budget", "250")
+    assert status == 0 and PlantedCampaign.runs == [3, 3], lines
+    (case,) = json.loads((out / "alarm.json").read_text())["cases"]
+    left = case["left"]
+    assert case["culprits"] == [] and left["why"] == "the budget"
+    # c8 was good: the culprit lies in c9..c16, a bisection of at most 5 A/B runs (its ends, 3 halvings, the culprit).
+    assert (left["good"], left["bad"], left["commits"], left["runs"]) == (COMMITS[7].sha, COMMITS[-1].sha, 8, 5)
+    summary = (out / "summary.md").read_text()
+    expected = (
+        f"- stopped by the budget with the culprit in {COMMITS[7].sha[:12]}..{COMMITS[-1].sha[:12]} (8 commit(s); "
+        f"at most 5 A/B runs of about 100 s): meddpm-bench --bisect {COMMITS[7].sha[:12]}..{COMMITS[-1].sha[:12]} "
+        "--combos opt1 --preset tiny --batch-size 1"
+    )
+    assert expected in summary, summary
+    assert "Budget: 200 s of 250 s spent" in summary
+    assert any(line.startswith("budget: 200 s of 250 s spent, and an A/B run takes about 100 s") for line in lines)
+
+
+@pytest.mark.parametrize("outcome, last_good", [("ok", True), ("regression", False)])
+def test_no_flagged_case_against_the_last_good_run_does_nothing(monkeypatch, tmp_path, outcome, last_good):
+    plant(monkeypatch, tmp_path, _medians((10, 102.0)))
+    out = _night(tmp_path, outcome, last_good)
+    status, lines = _run(out, "--bisect-budget", "3600")
+    assert status == 0 and PlantedCampaign.runs == []
+    nothing = f"meddpm-alarm: no case flagged against the last good run in {out / 'results.json'}; nothing to bisect"
+    assert lines == [nothing]
+    assert (out / "summary.md").read_text() == "# the night's summary\n" and not (out / "alarm.json").exists()
+
+
+def test_a_missing_results_file_is_one_line(tmp_path, capsys):
+    assert alarm.main([str(tmp_path), "--bisect-budget", "60"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"meddpm-alarm: error: cannot read {tmp_path / 'results.json'} (") and "\n" not in err
+    assert err.endswith("give the nightly's --perf-results-dir")
+
+
+def test_the_unexplained_part_divides_the_ratios_and_their_far_interval_ends():
+    ends = {"ratio": 1.025, "ci_low": 1.02, "ci_high": 1.03}
+    rest = alarm.unexplained(ends, {"ratio": 1.015, "ci_low": 1.01, "ci_high": 1.018})
+    assert rest["ratio"] == pytest.approx(1.025 / 1.015) and rest["ci_low"] == pytest.approx(1.02 / 1.018)
+    assert rest["significant"]
+    assert not alarm.unexplained(ends, {"ratio": 1.024, "ci_low": 1.019, "ci_high": 1.029})["significant"]
+
+
+def test_the_step_as_the_nightly_runs_it_names_the_planted_culprit_in_the_summary(tmp_path):
+    # One commit after the last good one makes baseline's iterations read 150 ms instead of 100: the ends are the
+    # culprit against its parent, so one A/B run of real worker processes (2+2, two rounds each) is all it takes.
+    repo = make_repo(tmp_path)
+    good = git(repo, "rev-parse", "HEAD")
+    set_clock(repo, baseline=150.0)
+    git(repo, "commit", "-q", "-am", "slower")
+    bad = git(repo, "rev-parse", "HEAD")
+    out = _night(repo, good=good, bad=bad, combo="baseline")
+    cmd = [sys.executable, "-m", "meddpm.bench.alarm", "perf-results", "--bisect-budget=3600", "--processes=2", *FAST]
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(repo), "PYTHONPATH": str(repo)}
+    result = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=1200)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.strip().endswith(f"culprit: {bad[:12]} (slower) in baseline"), result.stdout
+    summary = (out / "summary.md").read_text()
+    culprit = rf"- culprit: {bad[:12]} \(slower\), ratio 1\.(49|50)\d* .* against its parent {good[:12]}"
+    assert re.search(culprit, summary), summary
+    assert "- it explains the range" in summary, summary
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--bisect-budget", "0"], "--bisect-budget must be a number of seconds above 0, not 0.0"),
+        (["--bisect-budget", "60", "--max-culprits", "0"], "--max-culprits must be at least 1, got 0"),
+        (["--bisect-budget", "60", "--processes", "1"], "--processes must be at least 2 (an A/B needs a spread"),
+    ],
+)
+def test_bad_options_are_one_line_before_reading_anything(args, message, tmp_path, capsys):
+    assert alarm.main([str(tmp_path), *args]) == 2
+    assert capsys.readouterr().err.strip().startswith(f"meddpm-alarm: error: {message}")
+
+
+def test_an_interrupted_alarm_writes_what_it_found_marked_partial(monkeypatch, tmp_path):
+    plant(monkeypatch, tmp_path, _medians((10, 102.0)))
+    PlantedCampaign.interrupt_at = 1  # the ends measured, the first halving under way
+    out = _night(tmp_path)
+    status, lines = _run(out, "--bisect-budget", "3600")
+    assert status == 130, lines
+    document = json.loads((out / "alarm.json").read_text())
+    assert document["partial"] is True and document["cases"][0]["bisections"] == ["bisect-opt1-1.json"]
+    assert json.loads((out / "bisect-opt1-1.json").read_text())["partial"] is True
+    summary = (out / "summary.md").read_text()
+    assert "## The alarm, bisected in this job\n\nInterrupted: what follows is what was found before." in summary
+    assert "no culprit" not in summary
