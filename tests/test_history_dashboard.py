@@ -108,7 +108,7 @@ def test_the_index_lists_recent_runs_and_ab_runs_with_verdicts_and_each_run_has_
     # The measured H100 A/B run against fa2f81a: opt1 unchanged, its whole verdict on hover.
     assert "fa2f81a" in ab and "paper opt1, batch 1</span>: <span title=" in ab and ">unchanged 0.99" in ab
     pages = sorted((site / "runs").glob("*.html"))
-    assert len(pages) == 52 + 24
+    assert len(pages) == 59 + 24
     last = max(pages, key=lambda p: int(p.stem)).read_text()
     assert "a100 suite run 76 of 2026-12-24 02:17" in last and "suite run, 3 processes" in last
     # Per-process medians, clocks, throttle reasons and the environment as recorded.
