@@ -144,7 +144,7 @@ def test_one_ab_loop_judges_every_combo_with_each_cases_tolerances(tmp_path):
     assert {c: v.outcome for c, v in verdicts.items()} == {"baseline": "regression", "opt2": "unchanged"}
     # The sides by their short names, B then A, and no baseline advice: the run's legend defines the names.
     message = verdicts["baseline"].message()
-    assert message.startswith("tiny/baseline/b1 time regression: main 100.3 ms, this tree 110.4 ms (ratio 1.0996 ["), message
+    assert message.startswith("tiny/baseline/b1 time regression: main 100.3 ms, this tree 110.4 ms (ratio 1.0996")
     assert "(abc)" not in message and "save-baseline" not in message
     assert verdicts["baseline"].comparison.ratio == pytest.approx(1.10, rel=1e-3)  # and the drift of 0.1 % a process
 
