@@ -120,7 +120,7 @@ class Verdict:
         if self.outcome == "cannot judge":
             return f"{self.subject}: cannot judge {self.metric}: measured {self.now}, not a finite number"
         if self.sides is not None:
-            return self._ab_message()
+            return self._ab_message(*self.sides)
         if self.outcome == "not measured":
             return f"{self.subject} {self.metric} not measured (baseline {self.baseline}, now {self.now})"
         values = f"baseline {self.baseline:.4g} {self.unit}, now {self.now:.4g} {self.unit}"
@@ -168,10 +168,9 @@ class Verdict:
             return f"; too few for significance at this alpha: raise {more}"
         return ""
 
-    def _ab_message(self) -> str:
+    def _ab_message(self, a: str, b: str) -> str:
         """An A/B verdict's line: side B's figure, then side A's, each by its short name ("main 178.4 ms, this tree
         181.0 ms"), the change (a count's also in its own unit), and no baseline advice: no baseline is judged."""
-        a, b = self.sides or ("A", "B")
         if self.outcome == "not measured":
             return (
                 f"{self.subject} {self.metric} not measured ({b} {_figure(self.baseline, self.unit)}, "
