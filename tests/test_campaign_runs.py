@@ -179,6 +179,6 @@ def test_an_interrupted_ab_keeps_the_processes_that_finished_and_empty_runs_for_
         campaign.run()
     assert [len(r.samples_ms) for r in campaign.results.values()] == [3, 3]
     assert process_medians(campaign) == {
-        "working tree (abc)": {"baseline": [pytest.approx(100.1)], "opt2": [pytest.approx(100.1)]},
-        "HEAD (def)": {"baseline": [], "opt2": []},
+        "this tree (abc)": {"baseline": [pytest.approx(100.1)], "opt2": [pytest.approx(100.1)]},
+        "main (def)": {"baseline": [], "opt2": []},
     }
