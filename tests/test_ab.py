@@ -60,11 +60,14 @@ def test_a_planted_slowdown_fails_and_a_clean_ab_passes(repo):
     assert result.returncode == 1, result.stdout + result.stderr
     out = result.stdout
     assert "in 2 processes each, alternating with HEAD" in out
-    assert "tiny/baseline/b1 working tree (" in out and "+dirty, 1 file(s) of meddpm/ changed or new) vs HEAD (" in out
-    assert re.search(r"time regression: baseline 100(\.\d)? ms, now 110(\.\d)? ms \(ratio 1\.09\d\d|1\.10\d\d", out)
+    # The sides' labels once, then their short names: B's figure, then A's; no baseline advice in an A/B.
+    assert "\nA/B: A: this tree (" in out and "+dirty, 1 file(s) of meddpm/ changed or new) | B: HEAD (" in out, out
+    line = r"tiny/baseline/b1 time regression: HEAD 10\d\.\d ms, this tree 1[01]\d\.\d ms \(ratio 1\.(09|10)"
+    assert re.search(line, out), out
+    assert "if the change is intended" not in out
     assert "2 vs 2 processes" in out
     # The same code, but each process's PID moves its clock by up to 0.2 %: under the threshold, if significant.
-    assert re.search(r"tiny/opt1/b1 .* time (unchanged|slower under threshold|faster under threshold)", out), out
+    assert re.search(r"tiny/opt1/b1 time (unchanged|slower under threshold|faster under threshold)", out), out
     assert "1 failed, 1 passed" in out
     assert "Traceback" not in out + result.stderr
     assert not git(repo, "worktree", "list").count("\n"), "the revision's temporary worktree was left behind"
@@ -98,7 +101,7 @@ def test_bench_ab_flags_a_planted_slowdown_and_passes_a_clean_combo(repo):
     set_clock(repo, baseline=110.0)  # opt1: the same code on both sides
     result = run_bench(repo, "--compare-to=HEAD", "--processes=2", "--json=ab.json")
     assert result.returncode == 1, result.stdout + result.stderr
-    assert "A/B, 2 processes a side: working tree (" in result.stdout
+    assert "A/B, 2 processes a side: A: this tree (" in result.stdout and " | B: HEAD (" in result.stdout
     rows = {line.split()[0]: line for line in result.stdout.splitlines() if line.startswith(("baseline ", "opt1 "))}
     assert "regression" in rows["baseline"] and re.search(r" 1\.(09\d\d|10\d\d) ", rows["baseline"]), rows
     assert re.search(r"unchanged|(slower|faster) under threshold", rows["opt1"]), rows  # PID noise, see above

@@ -63,7 +63,8 @@ def test_a_peak_that_grew_by_a_fifth_fails_the_ab_though_time_did_not_move(tmp_p
     assert allocated.p_value == 0.0  # identical peaks a side: the difference is exact
     assert (reserved.metric, reserved.outcome) == ("peak reserved", "regression")
     assert case.failed and allocated in case.verdicts and reserved in case.verdicts
-    assert "peak memory regression" in allocated.message() and "13.7 GiB, now 16.8 GiB" in allocated.message()
+    assert allocated.message().startswith("tiny/amp_bf16/b1 peak memory regression: B 13.70 GiB, A 16.80 GiB (+22.6%")
+    assert "save-baseline" not in allocated.message()  # no baseline is judged in an A/B
 
 
 def test_a_peak_within_the_tolerance_is_unchanged(tmp_path):
@@ -115,7 +116,12 @@ def test_the_suite_fails_the_case_and_its_summary_and_results_carry_the_memory_v
          "date": "d"}, "cases": [payload], "ratios": {}, "expectations": [], "sides": campaign.sides()}
     )  # fmt: skip
     table = summary[summary.index("Memory verdicts (reference: side B's processes):") :]
-    assert "| tiny/amp_bf16/b1 | peak memory   |            13.7 |      16.8 |       22.6 |" in table, table
+    assert "| tiny/amp_bf16/b1 | peak memory   |    13.7 |    16.8 |       22.6 |" in table, table
+    # A/B words: the sides' labels once, then their short names; no baseline in sight.
+    assert "\nA/B: A: working tree (abc) | B: HEAD (def)\n" in summary
+    changes = summary[summary.index("Changes, side A against side B:") :]
+    assert "- tiny/amp_bf16/b1 peak memory regression: B 13.70 GiB, A 16.80 GiB (+22.6%, threshold 2.0%" in changes
+    assert "save-baseline" not in summary and "now " not in changes
 
 
 def test_the_benchs_ab_table_shows_both_sides_peaks_and_the_verdict(tmp_path):

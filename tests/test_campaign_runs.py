@@ -94,7 +94,8 @@ def test_an_in_process_campaign_satisfies_the_protocol_with_one_run_per_combo_an
 def two_source_campaign(tmp_path: Path, slower: dict[str, float]) -> ProcessCampaign:
     """A/B of baseline and opt2 in 3 processes a side; each planted worker's rounds read 100 ms (x ``slower``
     in the working tree), plus 0.1 % per process so that each side has a spread."""
-    tree, rev = Source("working tree (abc)", tmp_path, "abc"), Source("HEAD (def)", tmp_path, "def")
+    tree = Source("this tree (abc)", tmp_path, "abc", name="this tree")
+    rev = Source("main (def)", tmp_path, "def", name="main")
     campaign = ProcessCampaign(
         ModelConfig.preset("tiny"),
         ["baseline", "opt2"],
@@ -141,7 +142,10 @@ def test_one_ab_loop_judges_every_combo_with_each_cases_tolerances(tmp_path):
     verdicts = ab_verdicts(campaign, tolerances)
     assert asked == [CaseKey("tiny", "baseline", 1), CaseKey("tiny", "opt2", 1)]
     assert {c: v.outcome for c, v in verdicts.items()} == {"baseline": "regression", "opt2": "unchanged"}
-    assert verdicts["baseline"].subject == "tiny/baseline/b1 working tree (abc) vs HEAD (def)"
+    # The sides by their short names, B then A, and no baseline advice: the run's legend defines the names.
+    message = verdicts["baseline"].message()
+    assert message.startswith("tiny/baseline/b1 time regression: main 100.3 ms, this tree 110.4 ms (ratio 1.0996")
+    assert "(abc)" not in message and "save-baseline" not in message
     assert verdicts["baseline"].comparison.ratio == pytest.approx(1.10, rel=1e-3)  # and the drift of 0.1 % a process
 
 
@@ -175,6 +179,6 @@ def test_an_interrupted_ab_keeps_the_processes_that_finished_and_empty_runs_for_
         campaign.run()
     assert [len(r.samples_ms) for r in campaign.results.values()] == [3, 3]
     assert process_medians(campaign) == {
-        "working tree (abc)": {"baseline": [pytest.approx(100.1)], "opt2": [pytest.approx(100.1)]},
-        "HEAD (def)": {"baseline": [], "opt2": []},
+        "this tree (abc)": {"baseline": [pytest.approx(100.1)], "opt2": [pytest.approx(100.1)]},
+        "main (def)": {"baseline": [], "opt2": []},
     }

@@ -57,7 +57,7 @@ def test_bench_ab_under_another_interpreter_and_a_variable_records_each_side(rep
     b = f"under {python} with {PLANTED_VARIABLE}=90"
     assert f"A: python {sys.executable} " in out and f"| B: python {python} " in out, out
     assert f", with {PLANTED_VARIABLE}=90" in out
-    assert fnmatch.fnmatch(out, f"*worse than working tree (*) {b}: baseline*"), out
+    assert fnmatch.fnmatch(out, f"*worse than this tree (*) {b}: baseline*"), out
     document = json.loads((repo / "ab.json").read_text())
     assert document["schema"] == "meddpm-bench/4" and document["run_kind"] == "ab"
     assert document["comparisons"]["baseline"]["outcome"] == "regression"
@@ -81,10 +81,9 @@ def test_suite_ab_with_a_variable_on_side_b_names_the_sides_and_records_them(rep
     assert result.returncode == 1, out + result.stderr
     assert f"in 2 processes each, alternating with this tree with {PLANTED_VARIABLE}=90" in out
     assert f"meddpm: A/B sides: A: python {sys.executable} " in out and f", with {PLANTED_VARIABLE}=90" in out
-    assert fnmatch.fnmatch(
-        out, f"*tiny/baseline/b1 working tree (*) vs working tree (*) with {PLANTED_VARIABLE}=90*"
-    ), out
-    assert "time regression: baseline 90" in out and "1 failed" in out
+    # Both sides are this tree: the lines call them A and B, which the legend defines.
+    assert fnmatch.fnmatch(out, f"*A/B: A: this tree (*) | B: this tree (*) with {PLANTED_VARIABLE}=90*"), out
+    assert "tiny/baseline/b1 time regression: B 90." in out and "1 failed" in out
     results = json.loads((repo / "results" / "results.json").read_text())
     assert results["schema"] == "meddpm-perf-results/3" and results["run_kind"] == "ab"
     assert [side["env"] for side in results["sides"]] == [{}, {PLANTED_VARIABLE: "90"}]
@@ -217,7 +216,7 @@ def test_a_failed_worker_keeps_the_processes_that_finished_and_names_itself(repo
     # A B B A: side B's second process is the third of four.
     assert fnmatch.fnmatch(
         last,
-        f"meddpm-bench: error: measuring process 3/4, of working tree (*) under {wrapper}, failed: "
+        f"meddpm-bench: error: measuring process 3/4, of this tree (*) under {wrapper}, failed: "
         "RuntimeError: planted crash; ab.json has the processes that finished before it, marked partial",
     ), last
     assert "Traceback" not in result.stderr

@@ -22,7 +22,7 @@ from meddpm.measure.campaign.result import ComboResult
 from meddpm.measure.processes.campaign import ProcessCampaign, result_from_dict
 from meddpm.measure.profiling.iteration import ProfileRow, iteration_counts
 from meddpm.model.config import ModelConfig
-from meddpm.report.explanation import explain_table, share_line
+from meddpm.report.explanation import counts_table, explain_table, explanation_lines, share_line
 from meddpm.run.combos import COMBOS
 from meddpm.suite.cases import CaseRecord, PerfCase
 from meddpm.suite.records import results_payload
@@ -76,6 +76,19 @@ def test_against_a_stored_baseline_the_rows_are_its_counts():
     assert (rows[0].name, rows[0].count_a, rows[0].count_b) in {("launches", 33, 30), ("launches.other", 3, 0)}
     assert {r.name for r in rows[:2]} == {"launches", "launches.other"}
     assert all(r.level == "count" and r.ms_a is None for r in rows)
+
+
+def test_counts_against_a_stored_baseline_are_shown_as_counts_not_as_calls_and_time():
+    stored = count_ranges([counts_of(ROWS)])
+    rows = [r.as_dict() for r in explain_counts(counts_of([CONV, ADD, PLANTED]), stored)]
+    text = "\n".join(explanation_lines(rows, markdown=False))
+    assert "calls A" not in text and "ms A" not in text and "time" not in text, text
+    table = counts_table(rows).set_index("count")
+    assert list(table.columns) == ["A", "B", "change"]
+    assert table.loc["launches"].tolist() == ["33", "30", "+3 (+10.00%)"]
+    assert table.loc["launches.other"].tolist() == ["3", "0", "+3"]  # no relative change from 0
+    markdown = "\n".join(explanation_lines(rows, markdown=True))
+    assert "| launches       | 33  | 30  | +3 (+10.00%) |" in markdown, markdown
 
 
 # --- the counts gate --------------------------------------------------------------------------

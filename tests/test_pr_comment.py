@@ -80,12 +80,14 @@ def test_no_regression_says_so_with_the_table_environment_and_commits(tmp_path, 
 
 
 def test_each_sides_interpreter_and_variables_are_named(tmp_path, capsys):
-    environment = {"python": "3.12.3", "torch": "2.11.0+cu130", "cuda": "13.0", "cudnn": 91900}
+    env = {"python": "3.12.3", "torch": "2.11.0+cu130", "cuda": "13.0", "cudnn": 91900}
     sides = [
-        {"label": "working tree", "commit": "abc", "python": "/usr/bin/python3", "env": {}, "environment": environment},
-        {"label": "base", "commit": "def", "python": "/opt/v2/bin/python", "env": {"X": "1"}, "environment": {}},
+        {"label": "this tree (abc)", "commit": "abc", "python": "/usr/bin/python3", "env": {}, "environment": env},
+        {"label": "main (def)", "commit": "def", "python": "/opt/v2/bin/python", "env": {"X": "1"}, "environment": {}},
     ]
     text = _comment(_results(tmp_path, ("opt1", 1.0), sides=sides, schema="meddpm-perf-results/3"), capsys)
+    # The sides' labels once, for the short names the verdict lines call them by.
+    assert "A: this pull request, this tree (abc) | B: main (def), 3 processes a side" in text
     assert "Each side ran under: A: python /usr/bin/python3 3.12.3, torch 2.11.0+cu130" in text
     assert "| B: python /opt/v2/bin/python" in text and "with X=1" in text
 
@@ -106,6 +108,12 @@ def test_a_change_under_the_threshold_is_named_and_does_not_count_as_a_slowdown(
     assert _cells(row)[-1] == "slower under threshold"
 
 
+COUNTS_LINE = (
+    "paper/opt1/b1 launches regression: main 800 launches, this tree 812 launches (+12 launches, +1.5%, "
+    "outside main's range over its processes)"
+)
+
+
 def test_a_flagged_case_shows_what_moved_and_a_counts_failure(tmp_path, capsys):
     results = _results(tmp_path, ("fast", 1.03), ("opt1", 1.0))
     document = json.loads((results / "results.json").read_text())
@@ -113,14 +121,14 @@ def test_a_flagged_case_shows_what_moved_and_a_counts_failure(tmp_path, capsys):
     document["cases"][0]["explain"] = [r.as_dict() for r in moved]
     opt1 = document["cases"][1]
     opt1["outcome"] = "regression"
-    opt1["verdicts"].append("paper/opt1/b1 working tree vs base launches regression: 812 outside 790-800")
+    opt1["verdicts"].append(COUNTS_LINE)
     (results / "results.json").write_text(json.dumps(document))
     text = _comment(results, capsys)
     assert text.splitlines()[1] == "## meddpm-perf A/B on h100: 1 case slower, 1 case failed on counts"
     assert "- **paper/fast/b1: time +3.00 % [" in text  # the flagged case's one line, under the sides
     assert text.count("**paper/fast/b1: time") == 2  # and again where its rows are
     assert "| triton_poi_fused_add | " in text and "| appeared " in text  # its short name, not its numbering
-    assert "- paper/opt1/b1 working tree vs base launches regression: 812 outside 790-800" in text
+    assert f"- {COUNTS_LINE}" in text
 
 
 @pytest.mark.parametrize(

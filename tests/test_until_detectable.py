@@ -94,7 +94,7 @@ def test_the_ab_judges_each_sides_energy_from_its_first_process(tmp_path):
     energy = cases["baseline"].energy
     assert energy is not None and energy.outcome == "regression" and energy.change == pytest.approx(0.2)
     assert energy in cases["baseline"].verdicts and cases["baseline"].failed
-    assert "energy regression: baseline 5 J/iter, now 6 J/iter" in energy.message()
+    assert "energy regression: B 5.000 J/iter, A 6.000 J/iter (+20.0%, threshold 10.0%" in energy.message()
 
 
 def test_the_ab_has_no_energy_verdict_where_neither_side_measured_it(tmp_path):
@@ -146,4 +146,4 @@ def test_the_summary_lists_each_sides_energy_verdict(tmp_path):
          "sides": sides}
     )  # fmt: skip
     table = summary[summary.index("Energy verdicts (reference: side B's first process):") :]
-    assert "| tiny/baseline/b1 |                  5 |            6 |         20 |" in table, table
+    assert "| tiny/baseline/b1 |          5 |          6 |         20 |" in table, table  # B, then A

@@ -63,7 +63,8 @@ def test_identical_sides_are_unchanged_not_a_significant_change():
 
 def _fake_ab_campaign(candidate: list[float], reference: list[float]) -> SimpleNamespace:
     """Just what the A/B verdicts read of a campaign: two sources and each one's process medians."""
-    tree, rev = Source("working tree", Path("."), "c1"), Source("HEAD", Path("."), "c0")
+    tree = Source("this tree (c1)", Path("."), "c1", name="this tree")
+    rev = Source("HEAD (c0)", Path("."), "c0", name="HEAD")
     medians = {tree: candidate, rev: reference}
     return SimpleNamespace(
         sources=(tree, rev),
@@ -71,7 +72,11 @@ def _fake_ab_campaign(candidate: list[float], reference: list[float]) -> SimpleN
         batch_size=1,
         measurements=lambda source: {
             "fast": SimpleNamespace(
-                process_medians_ms=medians[source], run_counts=[], profile_rows=(), energy_blocks=[]
+                process_medians_ms=medians[source],
+                run_counts=[],
+                profile_rows=(),
+                energy_blocks=[],
+                process_peaks=lambda kind: [],
             )
         },
     )
@@ -95,7 +100,7 @@ def test_the_suite_case_json_summary_and_terminal_show_it(tmp_path):
     }
     summary = markdown_summary(results)
     assert summary.count(SLOWER_UNDER_THRESHOLD) == 3  # the case table, the process-level table, the list
-    assert "- paper/fast/b1 working tree vs HEAD time slower under threshold: " in summary
+    assert "- paper/fast/b1 time slower under threshold: HEAD 100.0 ms, this tree 100.6 ms (ratio 1.0055" in summary
     terminal = results_table([payload], TERMINAL_TABLE).to_string(index=False)
     assert terminal.splitlines()[1].endswith(SLOWER_UNDER_THRESHOLD)
 

@@ -28,7 +28,7 @@ import torch
 from meddpm.bench.output import say
 from meddpm.errors import UserError
 from meddpm.history.last_good import LastGood, compare_to_last_good
-from meddpm.judge.ab import AbCase, ab_cases
+from meddpm.judge.ab import AbCase, ab_cases, side_names
 from meddpm.judge.baseline import CaseKey, Tolerances
 from meddpm.judge.verdict import Verdict
 from meddpm.measure.campaign.inputs import MAX_PROCESSES, detectable_target, process_count, revision
@@ -36,7 +36,7 @@ from meddpm.measure.campaign.protocol import MeasuringCampaign, Progress, Source
 from meddpm.measure.campaign.settings import CampaignSettings
 from meddpm.measure.processes.campaign import AB_PROCESSES, ProcessCampaign
 from meddpm.measure.processes.revision import check_sides, checkout_root, resolve_revision, sources
-from meddpm.measure.processes.sides import OtherSide, interpreter, parse_env, sides_line
+from meddpm.measure.processes.sides import OtherSide, interpreter, legend, parse_env, sides_line
 from meddpm.measure.statistics.compare import between_process_spread
 from meddpm.model.config import ModelConfig
 from meddpm.report.explanation import explanation_lines, first_line
@@ -214,15 +214,15 @@ def ab_table(cases: dict[str, AbCase], sources: Sequence[Source]) -> pd.DataFram
     """One row per combo: both medians, the ratio and its interval, p, threshold, detectable change, verdict, each
     side's peak memory (allocated, reserved) with its verdict, and where both sides measured it, the energy change
     and its verdict."""
-    tree, rev = sources
+    a, b = side_names(*sources)
     rows = []
     for combo, case in cases.items():
         v, c = case.time, case.time.comparison
         row = {
             "combo": combo,
             "processes": f"{len(c.candidate_ms)}+{len(c.reference_ms)}",
-            f"{rev.label} ms": v.baseline,
-            "tree ms": v.now,
+            f"{b} ms": v.baseline,
+            f"{a} ms": v.now,
             "ratio": f"{c.ratio:.4f}",
             f"{c.confidence:.0%} interval": "n/a" if not c.testable else f"[{c.ci_low:.4f}, {c.ci_high:.4f}]",
             "p (slower)": "n/a" if not c.testable else f"{c.p_slower:.2g}",
@@ -257,7 +257,7 @@ def report(
     verdicts = {combo: case.time for combo, case in cases.items()}
     tree, rev = campaign.sources
     most = " at most (a combo stopped once its detectable change was reached)" if campaign.until_detectable else ""
-    say(f"A/B, {processes} processes a side{most}: {tree.label} against {rev.label}")
+    say(f"A/B, {processes} processes a side{most}: {legend([tree.label, rev.label])}")
     say(sides_line(campaign.sides()))
     say(format_table(ab_table(cases, campaign.sources)))
     extras["comparisons"] = {

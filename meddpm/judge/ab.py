@@ -14,13 +14,13 @@ flags the case, the profiled iteration of each side's first process set against 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from meddpm.judge.baseline import CaseKey, Tolerances
 from meddpm.judge.counts import count_ranges, judge_counts
 from meddpm.judge.explain import ExplainRow, explain, flagged, memory_rows
 from meddpm.judge.verdict import MEMORY_METRICS, Verdict, judge_ab, judge_energy_change, judge_memory_ab
-from meddpm.measure.campaign.protocol import MeasuringCampaign
+from meddpm.measure.campaign.protocol import MeasuringCampaign, Source
 from meddpm.measure.campaign.result import ComboRuns
 from meddpm.measure.energy.counter import EnergyEstimate
 
@@ -56,11 +56,12 @@ def ab_cases(
         raise ValueError(f"an A/B verdict needs two sources ({options}), not {len(campaign.sources)}")
     tree, rev = campaign.sources
     candidates, references = campaign.measurements(tree), campaign.measurements(rev)
+    names = side_names(tree, rev)
     cases = {}
     for combo, runs in candidates.items():
         key = CaseKey(campaign.config.name, combo, campaign.batch_size)
         reference = references.get(combo, ComboRuns())
-        subject = f"{key} {tree.label} vs {rev.label}"
+        subject = str(key)
         tol = tolerances(key)
         time = judge_ab(subject, runs.process_medians_ms, reference.process_medians_ms, tol)
         energy = None
@@ -74,8 +75,26 @@ def ab_cases(
         counts = tuple(judge_counts(subject, runs.run_counts, count_ranges(reference.run_counts)))
         moved = flagged([time, *memory, *counts]) and runs.profile_rows and reference.profile_rows
         rows = tuple(explanation(runs, reference)) if moved else ()
-        cases[combo] = AbCase(time, counts, rows, energy, memory)
+        cases[combo] = AbCase(
+            named(time, names),
+            tuple(named(v, names) for v in counts),
+            rows,
+            None if energy is None else named(energy, names),
+            tuple(named(v, names) for v in memory),
+        )
     return cases
+
+
+def side_names(a: Source, b: Source) -> tuple[str, str]:
+    """The short names an A/B's lines call its sides by: the sources' own ("this tree", "main"), or "A" and "B"
+    where they share one (this tree against itself under another interpreter); the run's legend defines them."""
+    names = (a.name or "A", b.name or "B")
+    return names if names[0] != names[1] else ("A", "B")
+
+
+def named(verdict: Verdict, names: tuple[str, str]) -> Verdict:
+    """``verdict`` as an A/B verdict whose sides are called ``names``."""
+    return replace(verdict, sides=names)
 
 
 def explanation(runs: ComboRuns, reference: ComboRuns) -> list[ExplainRow]:

@@ -38,6 +38,8 @@ from meddpm.measure.statistics.compare import (
 )
 
 SAVE_HINT = "if the change is intended, re-run with --save-baseline"
+# The units of the counts (meddpm.judge.counts): an A/B line gives their change in the unit as well.
+COUNT_UNITS = ("launches", "bytes", "FLOPs")
 # A process-level change that is significant but not beyond the threshold: reported, never failed.
 SLOWER_UNDER_THRESHOLD = "slower under threshold"
 FASTER_UNDER_THRESHOLD = "faster under threshold"
@@ -65,6 +67,9 @@ class Verdict:
     p_value: float | None = None
     comparison: Comparison | None = None  # process-level verdicts: ratio, interval, detectable effect
     resolution: float | None = None  # energy: the smallest relative change the two figures can tell apart
+    # An A/B verdict: the short names of side A (``now``) and side B (``baseline``), defined once per run
+    # (:func:`meddpm.measure.processes.sides.legend`); None against a stored baseline.
+    sides: tuple[str, str] | None = None
 
     @property
     def detectable(self) -> float | None:
@@ -114,6 +119,8 @@ class Verdict:
             )
         if self.outcome == "cannot judge":
             return f"{self.subject}: cannot judge {self.metric}: measured {self.now}, not a finite number"
+        if self.sides is not None:
+            return self._ab_message(*self.sides)
         if self.outcome == "not measured":
             return f"{self.subject} {self.metric} not measured (baseline {self.baseline}, now {self.now})"
         values = f"baseline {self.baseline:.4g} {self.unit}, now {self.now:.4g} {self.unit}"
@@ -145,16 +152,67 @@ class Verdict:
             line += f"; {SAVE_HINT}"
         elif self.outcome == "improvement":
             line += "; re-run with --save-baseline to keep it"
-        elif self.outcome in UNDER_THRESHOLD:
+        return line + self._outcome_note()
+
+    def _outcome_note(self) -> str:
+        """What an outcome under the threshold, or without the power to judge, means; "" for the others."""
+        c = self.comparison
+        if self.outcome in UNDER_THRESHOLD and c is not None:
             direction = "slower" if self.outcome == SLOWER_UNDER_THRESHOLD else "faster"
-            line += (
+            return (
                 f"; {direction} by {abs(c.change):.2%}, significant, under the {self.tolerance:.1%} threshold: "
                 "reported, not failed"
             )
-        elif self.outcome == "underpowered":
+        if self.outcome == "underpowered":
             more = "--perf-processes" if c is not None else "--perf-min-rounds"
-            line += f"; too few for significance at this alpha: raise {more}"
-        return line
+            return f"; too few for significance at this alpha: raise {more}"
+        return ""
+
+    def _ab_message(self, a: str, b: str) -> str:
+        """An A/B verdict's line: side B's figure, then side A's, each by its short name ("main 178.4 ms, this tree
+        181.0 ms"), the change (a count's also in its own unit), and no baseline advice: no baseline is judged."""
+        if self.outcome == "not measured":
+            return (
+                f"{self.subject} {self.metric} not measured ({b} {_figure(self.baseline, self.unit)}, "
+                f"{a} {_figure(self.now, self.unit)})"
+            )
+        values = f"{b} {_figure(self.baseline, self.unit)} {self.unit}, {a} {_figure(self.now, self.unit)} {self.unit}"
+        if self.outcome == "not judged":
+            return (
+                f"{self.subject} {self.metric} not judged: resolution {self.resolution:.1%} exceeds threshold "
+                f"{self.tolerance:.0%} ({values})"
+            )
+        figures = [] if self.change is None else [f"{self.change:+.1%}"]
+        c = self.comparison
+        if self.unit in COUNT_UNITS:  # judged against B's range over its processes, not a threshold
+            if self.baseline is not None and self.now is not None:
+                figures.insert(0, f"{self.now - self.baseline:+,.0f} {self.unit}")
+            if self.outcome in ("regression", "improvement"):
+                slack = f" by more than {self.tolerance:.1%}" if self.tolerance else ""
+                figures.append(f"outside {b}'s range over its processes{slack}")
+        elif c is not None:
+            figures = [
+                f"ratio {c.ratio:.4f} [{c.ci_low:.4f}, {c.ci_high:.4f}]",
+                f"{len(c.candidate_ms)} vs {len(c.reference_ms)} processes",
+                f"threshold {self.tolerance:.1%}",
+                f"detectable >= {self.detectable:.1%}",
+            ]
+        elif self.tolerance is not None:
+            figures.append(f"threshold {self.tolerance:.1%}")
+        if self.resolution is not None:
+            figures.append(f"resolution {self.resolution:.1%}")
+        if self.p_value is not None:
+            figures.append(f"p={self.p_value:.2g}")
+        return f"{self.subject} {self.metric} {self.outcome}: {values} ({', '.join(figures)}){self._outcome_note()}"
+
+
+def _figure(value: float | None, unit: str) -> str:
+    """A count in full ("4,200,123,456"); else four significant figures, trailing zeros kept ("181.0", "13.77")."""
+    if value is None:
+        return "n/a"
+    if unit in COUNT_UNITS:
+        return f"{value:,.0f}"
+    return format(value, "#.4g").rstrip(".")
 
 
 def min_p_value(n: int, m: int) -> float:

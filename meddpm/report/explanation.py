@@ -78,14 +78,14 @@ def memory_lines(rows: Sequence[Mapping[str, Any]], n: int = 3) -> list[str]:
 
 
 def explain_table(rows: Sequence[Mapping[str, Any]], n: int = EXPLAIN_TOP_ROWS) -> pd.DataFrame:
-    """The first ``n`` shown rows by name (or by count, against a baseline without a profile): short name, where it
-    ran (module -> aten operator), change, calls and milliseconds per side. The full name stays in the JSON."""
-    shown = [r for r in rows if r["level"] in ("name", "count") and r.get("shown", True)][:n]
+    """The first ``n`` shown rows by name: short name, where it ran (module -> aten operator), change, calls and
+    milliseconds per side. The full name stays in the JSON."""
+    shown = [r for r in rows if r["level"] == "name" and r.get("shown", True)][:n]
     columns = ["row", "where", "change", "calls A", "calls B", "ms A", "ms B"]
     return pd.DataFrame(
         [
             {
-                "row": _cut(r.get("label") or (short_name(r["name"]) if r["level"] == "name" else r["name"]), 48),
+                "row": _cut(r.get("label") or short_name(r["name"]), 48),
                 "where": _cut(" -> ".join(p for p in (r.get("module", ""), r.get("op", "")) if p), 72),
                 "change": r["change"],
                 "calls A": r["count_a"],
@@ -99,16 +99,35 @@ def explain_table(rows: Sequence[Mapping[str, Any]], n: int = EXPLAIN_TOP_ROWS) 
     )
 
 
+def counts_table(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """The shown counts (against a stored baseline, which keeps no profile) as counts: each side's and the change,
+    B being the nearest end of the baseline's spread over its processes."""
+    shown = [r for r in rows if r["level"] == "count" and r.get("shown", True)]
+    return pd.DataFrame(
+        [
+            {
+                "count": r.get("label") or r["name"],
+                "A": f"{r['count_a']:,}",
+                "B": f"{r['count_b']:,}",
+                "change": f"{r['count_a'] - r['count_b']:+,}"
+                + (f" ({r['count_a'] / r['count_b'] - 1:+.2%})" if r["count_b"] else ""),
+            }
+            for r in shown
+        ],
+        columns=["count", "A", "B", "change"],
+    )
+
+
 def explanation_lines(rows: Sequence[Mapping[str, Any]], markdown: bool) -> list[str]:
-    """A flagged case's roll-up, memory and share lines, then its table, as text or Markdown."""
+    """A flagged case's roll-up, memory and share lines, then its table of rows (or of counts), as text or
+    Markdown."""
     lines = [f"- {line}" if markdown else f"  {line}" for line in (*rollup_lines(rows), *memory_lines(rows))]
     share = share_line(rows)
-    table = explain_table(rows)
+    tables = [t for t in (explain_table(rows), counts_table(rows)) if len(t)]
     if markdown:
-        body = [table.to_markdown(index=False, disable_numparse=True)] if len(table) else []
-        return [*lines, *([f"{share}:"] if share else []), "", *body, ""]
-    body = [table.to_string(index=False)] if len(table) else []
-    return [*lines, *([f"  {share}:"] if share else []), *body]
+        body = [t.to_markdown(index=False, disable_numparse=True) for t in tables]
+        return [*lines, *([f"{share}:"] if share else []), "", *"\n\n".join(body).splitlines(), ""]
+    return [*lines, *([f"  {share}:"] if share else []), *(t.to_string(index=False) for t in tables)]
 
 
 def _cause(rows: Sequence[Mapping[str, Any]], memory: bool) -> str:

@@ -19,6 +19,7 @@ import torch
 from meddpm.errors import UserError, first_line
 from meddpm.judge.arch import KNOWN_ARCHS, detect_arch
 from meddpm.measure.processes.revision import check_sides
+from meddpm.measure.processes.sides import legend
 from meddpm.report.explanation import case_first_line, explanation_lines
 from meddpm.report.tables import TERMINAL_TABLE, ddp_text, results_table
 from meddpm.suite.cases import CPU, PerfCase, RatioCase
@@ -276,6 +277,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         tr.write_line(shares.to_string(float_format=lambda v: f"{v:.1%}"))
     for arch, verdict, _ in suite.judging.expectation_verdicts:
         tr.write_line(f"{arch}: {verdict.message()} -> {verdict.outcome}")
+    sides = measured.sides()
+    if len(sides) == 2:  # the A/B lines below call the sides by their short names
+        tr.write_line(f"A/B: {legend([side['label'] for side in sides])}")
     for r in measured.records.values():
         for v in r.verdicts:
             if v.outcome not in ("unchanged", "not measured") or v.comparison is not None:

@@ -25,7 +25,7 @@ import pandas as pd
 from meddpm.errors import UserError, run_command
 from meddpm.history.results import SUITE_RESULTS
 from meddpm.judge.verdict import FASTER_UNDER_THRESHOLD, SLOWER_UNDER_THRESHOLD
-from meddpm.measure.processes.sides import sides_line
+from meddpm.measure.processes.sides import legend, sides_line
 from meddpm.report.explanation import case_first_line
 from meddpm.suite.summary import explained
 from meddpm.versioned.loader import load_one
@@ -120,6 +120,9 @@ def pr_comment(results: Mapping[str, Any]) -> str:
     sides = (
         f"A: this pull request ({env.get('commit', 'unknown commit')}), B: {results.get('compare_to') or 'its base'}"
     )
+    recorded = results.get("sides") or []
+    if len(recorded) == 2:  # the labels the verdict lines' short names come from
+        sides = legend([f"this pull request, {recorded[0]['label']}", recorded[1]["label"]])
     lines = [
         MARKER,
         f"## meddpm-perf A/B on {results['arch']}: {headline(results['cases'])}",

@@ -8,7 +8,7 @@ import pandas as pd
 
 from meddpm.judge.verdict import UNDER_THRESHOLD
 from meddpm.measure.campaign.time_split import TimeSplit
-from meddpm.measure.processes.sides import sides_line
+from meddpm.measure.processes.sides import legend, sides_line
 from meddpm.report.explanation import case_first_line, explanation_lines
 from meddpm.report.tables import SUMMARY_TABLE, kernel_mix_table, ncu_table, results_table
 
@@ -102,6 +102,9 @@ def markdown_summary(results: dict[str, Any]) -> str:
         f"torch {env['torch']}, CUDA {env['cuda']}, cuDNN {env['cudnn']}, commit {env['commit']}, {env['date']}",
         "",
     ]
+    ab = len(results.get("sides") or []) == 2
+    if ab:  # the A/B lines below call the sides by their short names
+        lines += [f"A/B: {legend([side['label'] for side in results['sides']])}", ""]
     if results["cases"]:
         lines += [results_table(results["cases"], SUMMARY_TABLE).to_markdown(index=False), ""]
     if results_with_energy(results["cases"]):
@@ -153,8 +156,8 @@ def markdown_summary(results: dict[str, Any]) -> str:
     energy = [
         {
             "case": f"{c['preset']}/{c['combo']}/b{c['batch_size']}",
-            "reference J/iter": None if e["baseline"] is None else float(f"{e['baseline']:.4g}"),
-            "now J/iter": None if e["now"] is None else float(f"{e['now']:.4g}"),
+            "B J/iter" if ab else "reference J/iter": None if e["baseline"] is None else float(f"{e['baseline']:.4g}"),
+            "A J/iter" if ab else "now J/iter": None if e["now"] is None else float(f"{e['now']:.4g}"),
             "change %": None if e["change"] is None else round(100 * e["change"], 1),
             "resolution %": None if e["resolution"] is None else round(100 * e["resolution"], 1),
             "threshold %": round(100 * e["threshold"], 1),
@@ -164,14 +167,14 @@ def markdown_summary(results: dict[str, Any]) -> str:
         if (e := c.get("energy_verdict"))
     ]
     if energy:
-        against = "side B's first process" if len(results.get("sides") or []) == 2 else "the stored baseline"
+        against = "side B's first process" if ab else "the stored baseline"
         lines += [f"Energy verdicts (reference: {against}):", "", pd.DataFrame(energy).to_markdown(index=False), ""]
     memory = [
         {
             "case": f"{c['preset']}/{c['combo']}/b{c['batch_size']}",
             "metric": m["metric"],
-            "reference GiB": None if m["baseline"] is None else round(m["baseline"], 3),
-            "now GiB": None if m["now"] is None else round(m["now"], 3),
+            "B GiB" if ab else "reference GiB": None if m["baseline"] is None else round(m["baseline"], 3),
+            "A GiB" if ab else "now GiB": None if m["now"] is None else round(m["now"], 3),
             "change %": None if m["change"] is None else round(100 * m["change"], 1),
             "threshold %": None if m["threshold"] is None else round(100 * m["threshold"], 1),
             "outcome": m["outcome"],
@@ -180,14 +183,15 @@ def markdown_summary(results: dict[str, Any]) -> str:
         for m in c.get("memory_verdicts", [])
     ]
     if memory:
-        against = "side B's processes" if len(results.get("sides") or []) == 2 else "the stored baseline"
+        against = "side B's processes" if ab else "the stored baseline"
         lines += [f"Memory verdicts (reference: {against}):", "", pd.DataFrame(memory).to_markdown(index=False), ""]
-    if len(results.get("sides") or []) == 2:  # what each side of an A/B ran under
+    if ab:  # what each side of an A/B ran under
         lines += [f"A/B sides: {sides_line(results['sides'])}", ""]
     changed = (" regression:", " improvement:", *(f" {outcome}:" for outcome in UNDER_THRESHOLD))
     problems = [v for c in results["cases"] for v in c["verdicts"] if any(word in v for word in changed)]
     if problems:
-        lines += ["Changes against the baseline:", ""] + [f"- {p}" for p in problems] + [""]
+        heading = "Changes, side A against side B:" if ab else "Changes against the baseline:"
+        lines += [heading, ""] + [f"- {p}" for p in problems] + [""]
     lines += explained(results)
     lines += attributed(results)
     unjudged = (" energy not judged:", " energy not comparable:")

@@ -29,11 +29,12 @@ class Source:
     """Code to measure: the tree whose ``meddpm/`` holds the workload a worker drives with this tree's harness, and
     what its workers run under: an interpreter (None: this one) and environment variables beyond this process's."""
 
-    label: str  # "working tree (abc1234+dirty)" or "HEAD~1 (abc1234)", with what it runs under where that differs
+    label: str  # "this tree (abc1234+dirty)" or "HEAD~1 (abc1234)", with what it runs under where that differs
     workload: Path
     commit: str
     python: str | None = None
     env: tuple[tuple[str, str], ...] = ()
+    name: str = ""  # the short name an A/B verdict calls it by: "this tree", "main", "abc123456"
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,8 @@ from meddpm.measure.processes.sides import (
 from meddpm.measure.processes.worker import UNDRIVABLE
 from meddpm.measure.processes.workload import WORKLOAD_ROOMS
 
+THIS_TREE = "this tree"  # side A, the working tree as it is, in every label and A/B line
+
 
 class Undrivable(UserError):
     """A revision this harness cannot drive; ``reason`` says why, for a bisection that skips it and goes on."""
@@ -83,7 +85,7 @@ def working_tree(root: Path) -> Source:
     # Only the measured package counts: results, logs and test files beside it change no timing.
     changed = (_git(["status", "--porcelain", "--", "meddpm"], root) or "").splitlines()
     dirty = f"+dirty, {len(changed)} file(s) of meddpm/ changed or new" if changed else ""
-    return Source(f"working tree ({head[:9]}{dirty})", root, head + ("+dirty" if changed else ""))
+    return Source(f"{THIS_TREE} ({head[:9]}{dirty})", root, head + ("+dirty" if changed else ""), name=THIS_TREE)
 
 
 def resolve_revision(rev: str, root: Path, option: str = "--compare-to") -> str:
@@ -147,8 +149,8 @@ def revision(
         if problem is not None:
             where = f"; {drivable_from(sha, root, other)}" if reach else ""
             raise Undrivable(f"{option}: {rev} ({sha[:9]}) {problem}{where}", problem)
-        named = sha[:9] if sha.startswith(rev) else f"{rev} ({sha[:9]})"
-        yield Source(other.label(named), tree, sha, other.python, other.env)
+        name, named = (sha[:9], sha[:9]) if sha.startswith(rev) else (rev, f"{rev} ({sha[:9]})")
+        yield Source(other.label(named), tree, sha, other.python, other.env, name=name)
 
 
 @contextlib.contextmanager

@@ -183,6 +183,12 @@ def describe_side(record: Mapping[str, Any]) -> str:
     return f"{words}, with {describe_env(record['env'])}" if record.get("env") else words
 
 
+def legend(labels: Sequence[str]) -> str:
+    """``A: this tree (c2d8786d2+dirty, 3 file(s) of meddpm/ changed or new) | B: main (fcd2d0fd0)``: what each side
+    of an A/B measured, said once per run; its lines then call the sides by their short names."""
+    return " | ".join(f"{name}: {label}" for name, label in zip("AB", labels))
+
+
 def sides_line(records: Sequence[Mapping[str, Any]]) -> str:
     """``A: ... | B: ...``: each side's interpreter, versions and extra variables, on one line."""
     return " | ".join(f"{name}: {describe_side(r)}" for name, r in zip("AB", records))
