@@ -61,7 +61,7 @@ def checked_root(given: str | None, option: str) -> str | None:
     start in other folders) and its folder created, or a one-line UserError: checked before anything is measured,
     since a compiling combo would otherwise fail on it after the others' warm-up. None where neither names one."""
     source = option if given is not None else f"${ROOT_VARIABLE}"
-    root = given if given is not None else os.environ.get(ROOT_VARIABLE)
+    root = given if given is not None else (os.environ.get(ROOT_VARIABLE) or None)  # set but empty: unset
     if root is None or root == OFF:
         return root
     if not root.strip():
