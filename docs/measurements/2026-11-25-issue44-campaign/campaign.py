@@ -2147,7 +2147,7 @@ def quick_exit(rc: tuple[int, ...], limit: float, *words: str) -> tuple[Expect, 
 BOTH = SUITE.replace("--combos=baseline", "--combos=baseline,opt2")
 for name, cmd, expect in [
     ("-k selects nothing", f"{SUITE} -k no_such_test", quick_exit((5,), 40, "deselected")),
-    ("-m an unknown marker", SUITE.replace("-m cpu", "-m no_such_marker"), quick_exit((5,), 40, "deselected")),
+    ("-m an unknown marker", SUITE.replace("-m cpu", "-m no_such_marker"), refuse("no_such_marker", rc=(4,), under=40)),
     ("-k a malformed expression", f"{SUITE} -k 'training and ('", refuse("-k", rc=(4,), lines=2, under=40)),
     ("--combos against -k", f"{SUITE} -k opt2", quick_exit((5,), 40, "deselected")),
     (
@@ -2229,10 +2229,10 @@ for name, cmd, setup, expect in [
 ]:
     row(f"suite {SMP} {name} (53+)", SMP, cmd, expect, setup=setup, timeout=300)
 row(
-    f"bench {SMP} --sample estimate (53+)",
+    f"bench {SMP} --sample times the whole diffusion (53+)",
     SMP,
     f"{BENCH} {QUICK} --sample",
-    succeed("bench-results/*.json", extra=text_has("estimated from", where="both")),
+    succeed("bench-results/*.json", extra=text_has("sampling: 250 reverse steps", where="both")),
     timeout=300,
 )
 row(
