@@ -170,3 +170,8 @@ def test_a_relative_cache_root_is_made_absolute_for_workers_that_start_elsewhere
     assert (tmp_path / "rel" / "cache").is_dir()
     assert compile_cache.checked_root("off", "--compile-cache") == "off"
     assert compile_cache.checked_root(None, "--compile-cache") is None
+
+
+def test_an_empty_variable_is_unset_as_the_shell_convention_has_it(monkeypatch):
+    monkeypatch.setenv(compile_cache.ROOT_VARIABLE, "")
+    assert compile_cache.checked_root(None, "--compile-cache") is None
