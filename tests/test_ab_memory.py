@@ -4,18 +4,22 @@ the time verdict's rules, failing the case the same way. Peaks are planted in th
 
 from __future__ import annotations
 
+import json
+from dataclasses import asdict
+
 import pytest
 import torch
 from test_campaign_runs import run_of
 
 from meddpm.bench.processes import ab_table
+from meddpm.errors import UserError
 from meddpm.judge.ab import ab_cases
 from meddpm.judge.baseline import Tolerances
 from meddpm.judge.verdict import judge_memory_ab
 from meddpm.measure.campaign.protocol import Source
 from meddpm.measure.campaign.result import ComboResult
 from meddpm.measure.campaign.settings import CampaignSettings
-from meddpm.measure.processes.campaign import ProcessCampaign
+from meddpm.measure.processes.campaign import ProcessCampaign, result_from_dict
 from meddpm.model.config import ModelConfig
 from meddpm.suite.cases import CaseRecord, PerfCase
 from meddpm.suite.judging import Judging, StoredBaselines
@@ -129,3 +133,12 @@ def test_the_benchs_ab_table_shows_both_sides_peaks_and_the_verdict(tmp_path):
     campaign = campaign_of(tmp_path, 2, {"work": [a] * 2, "HEAD": [b] * 2}, None)
     row = ab_table(ab_cases(campaign), campaign.sources).loc["amp_bf16"]
     assert row["peak memory GiB"] == "13.70 -> 16.80" and row["peak memory verdict"] == "regression"
+
+
+@pytest.mark.parametrize("peak", [float("nan"), float("inf"), -GIB, 1.5, "20G", True])
+def test_a_worker_json_with_a_peak_that_is_no_count_of_bytes_is_one_line(peak):
+    sent = json.loads(json.dumps(asdict(run_of("fast", [10.0] * 3, peak_reserved_bytes=peak))))
+    with pytest.raises(UserError) as caught:
+        result_from_dict(sent)
+    assert "peak_reserved_bytes" in str(caught.value) and "report this as a bug" in str(caught.value)
+    assert len(str(caught.value).splitlines()) == 1

@@ -11,6 +11,7 @@ import pytest
 import torch
 from test_campaign_runs import run_of
 
+from meddpm.errors import UserError
 from meddpm.measure.campaign.interleaved import Campaign
 from meddpm.measure.campaign.settings import CampaignSettings
 from meddpm.measure.campaign.time_split import PHASES, TimeSplit
@@ -140,3 +141,37 @@ def test_workers_keep_their_bytecode_in_the_cache_even_where_writing_it_is_off(t
     assert bytecode_environment({**env, "PYTHONPYCACHEPREFIX": "/mine"})["PYTHONPYCACHEPREFIX"] == "/mine"
     off = {compile_cache.ROOT_VARIABLE: "off", "PYTHONDONTWRITEBYTECODE": "1"}
     assert bytecode_environment(off) == off
+
+
+@pytest.mark.parametrize(
+    ("given", "variable", "words"),
+    [
+        ("", None, ("--compile-cache is empty", "off")),
+        ("{tmp}/a-file", None, ("--compile-cache", "a-file", "not a folder")),
+        ("{tmp}/a-file/sub", None, ("not a folder",)),
+        ("{tmp}/a-fifo", None, ("not a folder",)),
+        (None, "{tmp}/a-file", ("$MEDDPM_COMPILE_CACHE", "a-file", "not a folder")),
+    ],
+)
+def test_a_cache_root_that_cannot_be_a_folder_is_one_line(monkeypatch, tmp_path, given, variable, words):
+    (tmp_path / "a-file").write_text("x")
+    os.mkfifo(tmp_path / "a-fifo")
+    if variable is not None:
+        monkeypatch.setenv(compile_cache.ROOT_VARIABLE, variable.format(tmp=tmp_path))
+    with pytest.raises(UserError) as caught:
+        compile_cache.checked_root(None if given is None else given.format(tmp=tmp_path), "--compile-cache")
+    assert len(str(caught.value).splitlines()) == 1
+    assert all(word in str(caught.value) for word in words), caught.value
+
+
+def test_a_relative_cache_root_is_made_absolute_for_workers_that_start_elsewhere(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    assert compile_cache.checked_root("rel/cache", "--compile-cache") == str(tmp_path / "rel" / "cache")
+    assert (tmp_path / "rel" / "cache").is_dir()
+    assert compile_cache.checked_root("off", "--compile-cache") == "off"
+    assert compile_cache.checked_root(None, "--compile-cache") is None
+
+
+def test_an_empty_variable_is_unset_as_the_shell_convention_has_it(monkeypatch):
+    monkeypatch.setenv(compile_cache.ROOT_VARIABLE, "")
+    assert compile_cache.checked_root(None, "--compile-cache") is None

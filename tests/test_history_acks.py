@@ -109,6 +109,25 @@ def test_an_empty_note_is_refused(tmp_path, capsys):
     assert status == 2 and "--note is empty" in err
 
 
+@pytest.mark.parametrize("note", ["\x1b[31mred\x1b[0m", "bell\x07", "\u202eevil"])
+def test_a_note_with_control_characters_is_refused(tmp_path, capsys, note):
+    db = str(tmp_path / "h.sqlite")
+    run(capsys, "import", "--db", db, *map(str, write(tmp_path / "runs", thirty_nights())))
+    status, out, err = run(capsys, "ack", "a100", "paper/opt1/b1", "time", "--db", db, "--note", note)
+    assert status == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert "--note holds control characters" in err and "plain text" in err
+    assert "ACKNOWLEDGED" not in run(capsys, "check", "--db", db)[1]
+
+
+def test_acknowledging_again_says_the_note_replaces_the_earlier_one(tmp_path, capsys):
+    db = str(tmp_path / "h.sqlite")
+    run(capsys, "import", "--db", db, *map(str, write(tmp_path / "runs", thirty_nights())))
+    assert "replaces" not in run(capsys, "ack", "a100", "paper/opt1/b1", "time", "--db", db, "--note", "first")[1]
+    status, out, _ = run(capsys, "ack", "a100", "paper/opt1/b1", "time", "--db", db, "--note", "second")
+    assert status == 0 and "; this note replaces that of " in out
+    assert "  second (acknowledged " in run(capsys, "check", "--db", db)[1]
+
+
 def test_acknowledgements_travel_with_a_merged_database(tmp_path, capsys):
     runner = str(tmp_path / "runner.sqlite")
     run(capsys, "import", "--db", runner, *map(str, write(tmp_path / "runs", thirty_nights())))

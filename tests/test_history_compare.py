@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 
 import numpy as np
@@ -57,6 +58,33 @@ def test_comparing_a_run_that_is_not_there_is_one_line(capsys, history):
     assert main(["compare", "3", "99", "--db", history]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no run 99 in " in err[0] and "run pages give each run's number" in err[0]
+
+
+def test_comparing_a_run_with_itself_is_one_line(capsys, history):
+    assert main(["compare", "2", "2", "--db", history]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.strip() == (
+        "meddpm-history: error: RUN_A and RUN_B are both run 2; give two different runs to set side by side"
+    )
+
+
+@pytest.mark.parametrize("out", ["a-file/compare.html", "a-fifo", "."])
+def test_an_out_that_cannot_be_written_is_refused_before_the_table(tmp_path, capsys, history, out):
+    (tmp_path / "a-file").write_text("x")
+    os.mkfifo(tmp_path / "a-fifo")
+    assert main(["compare", "1", "2", "--db", history, "--out", str(tmp_path / out)]) == 2
+    stdout, err = capsys.readouterr()
+    assert stdout == "" and len(err.strip().splitlines()) == 1 and "File exists" not in err, err
+
+
+def test_runs_of_two_architectures_are_compared_with_a_note_saying_so(tmp_path, capsys, history):
+    document = simulated_documents(simulate(np.random.default_rng(6), 1), "h100")[0]
+    (tmp_path / "h100.json").write_text(json.dumps(document))
+    assert main(["import", "--db", history, str(tmp_path / "h100.json")]) == 0
+    capsys.readouterr()
+    assert main(["compare", "1", "5", "--db", history]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("note: run 1 ran on a100, run 5 on h100: a ratio compares the machines as well\n"), out
 
 
 def test_a_run_page_links_its_neighbours_and_says_what_changed_against_the_run_before(tmp_path, capsys, history):

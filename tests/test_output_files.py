@@ -18,6 +18,7 @@ from meddpm.bench import cli as bench_cli
 from meddpm.history.cli import main as history_main
 from meddpm.history.simulation import simulate, simulated_documents
 from meddpm.history.store import HistoryStore
+from meddpm.judge.verdict import Verdict
 from meddpm.measure.processes.ddp import DdpResult
 from meddpm.suite.records import append_history
 from meddpm.suite.session import SuiteRun
@@ -102,6 +103,24 @@ def test_two_suite_runs_sharing_a_results_dir_each_keep_their_cases(suite_option
     assert [[d["combo"] for d in json.loads(p.read_text())["ddp"]] for p in own] == [["baseline"], ["opt1"]]
     assert json.loads((out / "results.json").read_text()) == json.loads(own[1].read_text())  # the latest
     assert {p.name for p in out.iterdir()} == {"results.json", "summary.md", *(p.name for p in own)}
+
+
+def test_a_session_of_sampling_cases_alone_writes_its_samples_verdicts(suite_options, tmp_path):
+    run = SuiteRun(suite_options(), "cpu", lambda line: None)
+    check = "tiny sample baseline/b1 time <= 600 s (target)"
+    verdict = Verdict("tiny sample baseline/b1", check, "holds", 600.0, 3.2, "s")
+    run.judging.expectation_verdicts.append(("cpu", verdict, "x"))
+    assert run.write_results() is not None
+    payload = json.loads((tmp_path / "results" / "results.json").read_text())
+    assert check in json.dumps(payload["expectations"])
+
+
+def test_a_session_that_measured_nothing_writes_no_results(suite_options, tmp_path):
+    run = SuiteRun(suite_options(), "cpu", lambda line: None)
+    subject = "tiny sample baseline/b1"
+    no_budget = Verdict(subject, f"{subject} time (no budget)", "no budget", None, None, "s")
+    run.judging.expectation_verdicts.append(("cpu", no_budget, "x"))
+    assert run.write_results() is None and not (tmp_path / "results").exists()
 
 
 def test_the_suite_appends_its_own_run_not_the_latest_in_a_shared_folder(suite_options, tmp_path):

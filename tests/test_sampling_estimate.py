@@ -82,6 +82,13 @@ def test_a_diffusion_no_longer_than_the_short_run_is_timed_whole():
     assert "for 21 steps" in result.describe()
 
 
+def test_pairs_whose_steps_read_no_time_fall_back_to_timing_the_whole_sample():
+    clock, calls = planted([-3.0, 0.0, -1.0] * sampling.MAX_PAIRS)
+    result = estimate(clock)
+    assert len(calls) == 2 * sampling.MAX_PAIRS and CountingSampler.calls[-1] is None  # then every step, timed
+    assert not result.estimated and result.seconds >= 0 and result.timed_steps == result.steps == 250
+
+
 @pytest.mark.parametrize(
     "pairs, agree", [([10.0, 10.05, 9.98], True), ([10.0, 10.2, 9.9], False), ([-1.0, 0.0, 1.0], False)]
 )

@@ -217,7 +217,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     """Parse arguments, measure, print the table and write the JSON; returns the exit code."""
     started = time.perf_counter()
     args = _parser().parse_args(argv)
-    compile_cache.use_root(args.compile_cache)
+    compile_cache.use_root(compile_cache.checked_root(args.compile_cache, "--compile-cache"))
     device = resolve_device(args.device)
     on_gpu = device.type == "cuda"
     config = inputs.preset_for(args.preset, on_gpu)

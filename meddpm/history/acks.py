@@ -43,6 +43,10 @@ def acknowledge(
     note = " ".join(note.split())
     if not note:
         raise UserError("--note is empty; say why the step is known and expected")
+    control = sorted({f"\\x{ord(c):02x}" for c in note if not c.isprintable()})
+    if control:
+        # check prints the note to a terminal and the dashboard into HTML: an escape sequence would act there
+        raise UserError(f"--note holds control characters ({', '.join(control)}); write it as plain text")
     if len(note) > NOTE_LENGTH:
         raise UserError(f"--note is {len(note)} characters long; the history keeps at most {NOTE_LENGTH}")
     found = [s for s in steps if s.open and (s.arch, s.case, s.metric) == (arch, case, metric)]

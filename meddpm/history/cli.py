@@ -22,6 +22,7 @@ from meddpm.history.importer import expand, read_files, store_found
 from meddpm.history.models import Run
 from meddpm.history.series import case_frame, environment_changes
 from meddpm.history.store import DEFAULT_DB, ENV_VAR, HistoryStore, database_url, resolve_target
+from meddpm.measure.campaign.inputs import writable_file
 
 PROG = "meddpm-history"
 
@@ -178,12 +179,14 @@ def _check(label: str, frame: pd.DataFrame, steps: Sequence[Step]) -> int:
 
 def _ack(target: str, steps: Sequence[Step], frame: pd.DataFrame, args: argparse.Namespace) -> int:
     ack = acknowledge(steps, frame, args.arch, args.case, args.metric, args.note)
+    earlier = [s for s in steps if s.open and s.note and (s.arch, s.case, s.metric) == (ack.arch, ack.case, ack.metric)]
     with HistoryStore.open(target) as store:
         store.add([], [ack])
         label = store.label
+    replaces = f"; this note replaces that of {earlier[-1].noted_at:%Y-%m-%d %H:%M}" if earlier else ""
     print(
         f"{PROG}: acknowledged {ack.arch} {ack.case} {ack.metric} (the step from commit {ack.step_commit[:12]}, "
-        f"{ack.step_started_at:%Y-%m-%d %H:%M}) in {label}: check no longer fails on it"
+        f"{ack.step_started_at:%Y-%m-%d %H:%M}) in {label}: check no longer fails on it{replaces}"
     )
     return 0
 
@@ -195,8 +198,14 @@ def _compare(runs: Sequence[Run], run_a: int, run_b: int, out: Path | None, labe
         raise UserError(
             f"no run {' or '.join(missing)} in {label}; the dashboard's index and run pages give each run's number"
         )
+    if run_a == run_b:
+        raise UserError(f"RUN_A and RUN_B are both run {run_a}; give two different runs to set side by side")
+    if out is not None:
+        writable_file("--out", out, "the comparison page")  # before the table, so a refusal is the only output
     a, b = by_id[run_a], by_id[run_b]
     rows = compare_runs(a, b)
+    if a.arch != b.arch:
+        print(f"note: run {a.id} ran on {a.arch}, run {b.id} on {b.arch}: a ratio compares the machines as well")
     print(text_table(a, b, rows))
     if out is not None:
         title = f"Run {a.id} against run {b.id}"

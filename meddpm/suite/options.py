@@ -339,7 +339,7 @@ def parse_options(config: pytest.Config) -> SuiteOptions:
         until_detectable=until_detectable,
         history=history,
         full_sample=opt("--perf-full-sample"),
-        compile_cache=opt("--perf-compile-cache"),
+        compile_cache=compile_cache.checked_root(opt("--perf-compile-cache"), "--perf-compile-cache"),
     )
 
 

@@ -49,7 +49,9 @@ def write_results(
     ``partial``: the session was interrupted, so the document says so (``"partial": true``) and no
     reader takes it for a full run.
     """
-    if not measured.anything:
+    # A session of sampling cases alone (-k sample) measured full samples: their verdicts are its results.
+    sampled = any(verdict.outcome != "no budget" for _, verdict, _ in expectation_verdicts)
+    if not (measured.anything or sampled):
         return None
     on_gpu = torch.cuda.is_available() and (
         bool(measured.ddp_results or measured.ncu_profiles) or any(r.case.on_gpu for r in measured.records.values())

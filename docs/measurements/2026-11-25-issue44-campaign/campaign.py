@@ -162,6 +162,15 @@ def refuse(
     return check, text
 
 
+def _status_and_words(r: Result, rc: tuple[int, ...], words: tuple[str, ...]) -> str | None:
+    """No traceback, an exit status in ``rc`` and ``words`` in the output, or what is wrong."""
+    if bad := _clean(r):
+        return bad
+    if r.rc not in rc:
+        return f"exit {r.rc}, expected {'/'.join(map(str, rc))} ({_last(r)})"
+    return _words(r.out + r.err, words)
+
+
 def interrupted(
     *words: str, rc: tuple[int, ...] = (130,), extra: Callable[[Result], str | None] | None = None, says: str = ""
 ) -> tuple[Expect, str]:
@@ -170,11 +179,7 @@ def interrupted(
     def check(r: Result) -> str | None:
         if "planted point was never reached" in r.err:
             return "the planted point was never reached (no signal sent)"
-        if bad := _clean(r):
-            return bad
-        if r.rc not in rc:
-            return f"exit {r.rc}, expected {'/'.join(map(str, rc))} ({_last(r)})"
-        if bad := _words(r.out + r.err, words):
+        if bad := _status_and_words(r, rc, words):
             return bad
         return extra(r) if extra else None
 
@@ -1101,7 +1106,12 @@ row(
 # ---------------------------------------------------------------- rows: the suite
 
 S = "suite"
-PYTEST_USAGE = ("energy maybe", "batch abc", "unknown option", "until-detectable abc")  # values pytest's own option parser refuses
+PYTEST_USAGE = (
+    "energy maybe",
+    "batch abc",
+    "unknown option",
+    "until-detectable abc",
+)  # values pytest's own option parser refuses
 
 
 def argparse_line(*words: str) -> Callable[[Result], str | None]:
@@ -2028,6 +2038,434 @@ for name, setup, call, expect, item in [
     ("pair volume (16,16)", steps(IMG, nii("m.nii.gz", fill="labels")), pair(volume=(16, 16)), api_refuse("volume"), 7),
 ]:
     row(f"nifti {name}", N, call, expect, setup=setup, item=item, timeout=20)
+
+
+# ---------------------------------------------------------------- rows: the compile cache, the selection rule, the
+# sampling estimate and time split, meddpm-history ack and compare, the A/B memory verdict. Named "(53+)": the
+# inputs issue 53's closing paragraph asks for on what the other open issues added.
+
+CC = "compile cache"
+for name, args, setup, words in [
+    ("a file", "--compile-cache {T}/afile", put("afile", "x"), ("--compile-cache", "afile", "not a folder")),
+    ("under a file", "--compile-cache {T}/afile/sub", put("afile", "x"), ("afile/sub", "not a folder")),
+    ("a fifo", "--compile-cache {T}/ff", sh("mkfifo {T}/ff"), ("ff", "not a folder")),
+    ("an immutable folder", "--compile-cache {T}/ro", sh("mkdir {T}/ro && chattr +i {T}/ro"), ("ro", "writable")),
+    ("under an immutable folder", "--compile-cache {T}/ro/cc", sh("mkdir {T}/ro && chattr +i {T}/ro"), ("ro/cc",)),
+    ("an empty string", "--compile-cache ''", None, ("--compile-cache is empty", "off")),
+    ("a blank string", "--compile-cache ' '", None, ("--compile-cache is empty",)),
+    ("a name too long", "--compile-cache {T}/" + "x" * 300, None, ("--compile-cache",)),
+    ("/dev/null", "--compile-cache /dev/null", None, ("/dev/null", "not a folder")),
+    ("a file, with a compiled combo", "--compile-cache {T}/afile --combos fast", put("afile", "x"), ("afile",)),
+]:
+    row(
+        f"bench {CC} {name} (53+)",
+        CC,
+        f"{BENCH} --iters 1 --warmup 1 " + (args if "--combos" in args else f"--combos baseline {args}"),
+        refuse(*words, under=40, absent=("bench-results",)),
+        setup=setup,
+        timeout=40,
+    )
+for name, value, setup, words in [
+    ("a file", "{T}/afile", put("afile", "x"), ("$MEDDPM_COMPILE_CACHE", "afile", "not a folder")),
+    ("/dev/null", "/dev/null", None, ("$MEDDPM_COMPILE_CACHE", "/dev/null")),
+    ("junk under /proc", "/proc/no/such/junk", None, ("$MEDDPM_COMPILE_CACHE", "/proc/no/such/junk")),
+]:
+    row(
+        f"bench {CC} MEDDPM_COMPILE_CACHE {name} (53+)",
+        CC,
+        f"MEDDPM_COMPILE_CACHE={value} {BENCH} {QUICK}",
+        refuse(*words, under=40, absent=("bench-results",)),
+        setup=setup,
+        timeout=40,
+    )
+
+
+def folder_made(rel: str) -> Callable[[Result], str | None]:
+    return lambda r: None if (r.T / rel).is_dir() else f"{rel} not made"
+
+
+row(f"bench {CC} off (53+)", CC, f"{BENCH} {QUICK} --compile-cache off", succeed("bench-results/*.json"))
+row(
+    f"bench {CC} a relative path (53+)",
+    CC,
+    f"{BENCH} {QUICK} --compile-cache rel/cache",
+    succeed("bench-results/*.json", extra=folder_made("rel/cache")),
+)
+row(
+    f"bench {CC} MEDDPM_COMPILE_CACHE empty is unset (53+)",
+    CC,
+    f"MEDDPM_COMPILE_CACHE= {BENCH} {QUICK}",
+    succeed("bench-results/*.json"),
+)
+row(
+    f"bench {CC} MEDDPM_COMPILE_CACHE a word (53+)",
+    CC,
+    f"MEDDPM_COMPILE_CACHE='j u:n;k' {BENCH} {QUICK}",
+    succeed("bench-results/*.json", extra=folder_made("j u:n;k"), says="a folder of that name, made here"),
+)
+for name, args, setup, words in [
+    ("a file", "--perf-compile-cache={T}/afile", put("afile", "x"), ("--perf-compile-cache", "afile", "not a folder")),
+    ("an empty string", "--perf-compile-cache=", None, ("--perf-compile-cache is empty",)),
+    ("MEDDPM_COMPILE_CACHE /dev/null", "", None, ("$MEDDPM_COMPILE_CACHE", "/dev/null")),
+]:
+    prefix = "MEDDPM_COMPILE_CACHE=/dev/null " if "MEDDPM" in name else ""
+    row(
+        f"suite {CC} {name} (53+)",
+        CC,
+        f"{prefix}{SUITE} {args}",
+        refuse(*words, rc=(1, 2, 3, 4), under=40, absent=("r/results.json",)),
+        setup=steps(with_baseline(), setup) if setup else with_baseline(),
+        timeout=60,
+    )
+row(f"suite {CC} off (53+)", CC, f"{SUITE} --perf-compile-cache=off", SUITE_OK, setup=with_baseline(), timeout=180)
+
+# -- the selection rule: -k, markers and --combos pick test items, and a campaign measures only what they read.
+SEL = "selection"
+
+
+def measured_combos(*combos: str) -> Callable[[Result], str | None]:
+    def check(r: Result) -> str | None:
+        doc = _json(r.T / "r/results.json")
+        cases = doc["cases"].values() if isinstance(doc["cases"], dict) else doc["cases"]
+        got = sorted({c["combo"] for c in cases})
+        return None if got == sorted(combos) else f"results.json holds {got}, expected {sorted(combos)}"
+
+    return check
+
+
+def quick_exit(rc: tuple[int, ...], limit: float, *words: str) -> tuple[Expect, str]:
+    """Nothing to measure: the exit status, no traceback, the words, within ``limit`` s (no model built)."""
+
+    def check(r: Result) -> str | None:
+        if bad := _status_and_words(r, rc, words):
+            return bad
+        return f"took {r.elapsed:.1f} s: it built a model for nothing" if r.elapsed > limit else None
+
+    return check, f"exit {'/'.join(map(str, rc))}, no traceback, says {', '.join(words)}, within {limit:g} s"
+
+
+BOTH = SUITE.replace("--combos=baseline", "--combos=baseline,opt2")
+for name, cmd, expect in [
+    ("-k selects nothing", f"{SUITE} -k no_such_test", quick_exit((5,), 40, "deselected")),
+    ("-m an unknown marker", SUITE.replace("-m cpu", "-m no_such_marker"), refuse("no_such_marker", rc=(4,), under=40)),
+    ("-k a malformed expression", f"{SUITE} -k 'training and ('", refuse("-k", rc=(4,), lines=2, under=40)),
+    ("--combos against -k", f"{SUITE} -k opt2", quick_exit((5,), 40, "deselected")),
+    (
+        "-k one combo of two",
+        f"{BOTH} -k 'training_step and opt2'",
+        succeed("r/results.json", extra=measured_combos("opt2")),
+    ),
+    ("-m cpu and training", SUITE.replace("-m cpu", "-m 'cpu and training'"), SUITE_OK),
+    (
+        "-m cpu and not training",
+        SUITE.replace("-m cpu", "-m 'cpu and not training'"),
+        quick_exit((0,), 40, "skipped"),
+    ),
+    ("-k sampling only", f"{SUITE} -k sample", quick_exit((0,), 40, "skipped")),
+    (
+        "--combos twice against -k",
+        f"{BOTH} --combos=opt2 -k baseline",
+        either(refuse("combos", rc=(1, 2, 3, 4), lines=4, under=40), quick_exit((5,), 40, "deselected")),
+    ),
+]:
+    row(f"suite {SEL} {name} (53+)", SEL, cmd, expect, setup=with_baseline(), timeout=180)
+
+# -- the sampling estimate (a budget planted in the baseline) and the line that splits the run's time.
+SMP = "sampling"
+
+
+def with_budget(seconds: float) -> Callable[[Path], None]:
+    return with_baseline(
+        lambda d: d.setdefault("sampling", {}).update({"tiny/baseline/b1": {**SB, "budget_s": seconds}})
+    )
+
+
+def time_split_sums(r: Result) -> str | None:
+    """The 'where the time went' line: phases that are not negative and add up to the wall time."""
+    line = next((ln for ln in _lines(r.out + r.err) if "where the time went:" in ln), None)
+    if line is None:
+        return "no 'where the time went' line"
+    wall = float(re.search(r"([\d.]+) s wall", line).group(1))
+    parts = [float(x) for x in re.findall(r" (-?[\d.]+) s(?:,|$)", line.split("wall:", 1)[1])]
+    if any(p < 0 for p in parts):
+        return f"a negative phase: {line.strip()[:160]}"
+    return None if abs(sum(parts) - wall) <= 1 + 0.02 * wall else f"phases add to {sum(parts):.0f} s, wall {wall:.0f} s"
+
+
+SMP_CMD = f"{SUITE.replace(' -q ', ' -q -s ')} -k sample"
+for name, cmd, setup, expect in [
+    (
+        "estimated against a budget",
+        SMP_CMD,
+        with_budget(600.0),
+        succeed("r/results.json", extra=text_has("estimated from", where="both")),
+    ),
+    (
+        "--perf-full-sample against a budget",
+        f"{SMP_CMD} --perf-full-sample",
+        with_budget(600.0),
+        succeed("r/results.json", extra=text_has("for 250 steps", where="both")),
+    ),
+    (
+        "over a tiny budget",
+        SMP_CMD,
+        with_budget(1e-6),
+        succeed(
+            "r/results.json", rc=(1,), extra=text_has("budget", where="both"), says="the case fails naming the budget"
+        ),
+    ),
+    (
+        "--perf-full-sample=yes",
+        f"{SMP_CMD} --perf-full-sample=yes",
+        with_budget(600.0),
+        refuse("perf-full-sample", rc=(4,), lines=4, under=40, extra=argparse_line("perf-full-sample")),
+    ),
+    (
+        "suite time split line",
+        f"{SUITE.replace(' -q ', ' -q -s ')}",
+        with_baseline(),
+        succeed("r/results.json", extra=time_split_sums),
+    ),
+]:
+    row(f"suite {SMP} {name} (53+)", SMP, cmd, expect, setup=setup, timeout=300)
+row(
+    f"bench {SMP} --sample times the whole diffusion (53+)",
+    SMP,
+    f"{BENCH} {QUICK} --sample",
+    succeed("bench-results/*.json", extra=text_has("sampling: 250 reverse steps", where="both")),
+    timeout=300,
+)
+row(
+    f"bench {SMP} time split line (53+)",
+    SMP,
+    f"{BENCH} {QUICK}",
+    succeed("bench-results/*.json", extra=time_split_sums),
+)
+
+# -- meddpm-history ack and compare, on a copy of the 30 simulated nights (an open h200 paper/opt1/b1 time step).
+HC = "history"
+ACK = f"{HIST} --db {{T}}/h.sqlite ack h200 paper/opt1/b1 time"
+COPY = sh("cp {FIX}/hist.sqlite {T}/h.sqlite")
+
+
+def acks_in(db: str, n: int) -> Callable[[Result], str | None]:
+    def check(r: Result) -> str | None:
+        with contextlib.closing(sqlite3.connect(r.T / db)) as con:
+            got = con.execute("select count(*) from acknowledgements").fetchone()[0]
+        return None if got == n else f"{db} holds {got} acknowledgement(s), expected {n}"
+
+    return check
+
+
+NO_CASES = "c.execute('delete from case_results where run_id=1'); c.commit()\""
+LOCK = (
+    "(" + PY + " -c \"import sqlite3,time; c=sqlite3.connect('{T}/h.sqlite', isolation_level=None); "
+    "c.execute('begin exclusive'); print('held', flush=True); time.sleep(200)\" &) ; sleep 3; "
+)
+for name, cmd, setup, expect in [
+    (
+        "ack unknown arch",
+        f"{HIST} --db {{T}}/h.sqlite ack h100 paper/opt1/b1 time --note n",
+        COPY,
+        refuse("no open regression", "h100", extra=acks_in("h.sqlite", 0)),
+    ),
+    (
+        "ack unknown case",
+        f"{HIST} --db {{T}}/h.sqlite ack h200 paper/zz/b1 time --note n",
+        COPY,
+        refuse("paper/zz/b1", "open:", extra=acks_in("h.sqlite", 0)),
+    ),
+    (
+        "ack unknown metric",
+        f"{HIST} --db {{T}}/h.sqlite ack h200 paper/opt1/b1 speed --note n",
+        COPY,
+        refuse("METRIC", "speed"),
+    ),
+    (
+        "ack the metric with no step",
+        f"{HIST} --db {{T}}/h.sqlite ack h200 paper/opt1/b1 memory --note n",
+        COPY,
+        refuse("memory", "open:"),
+    ),
+    ("ack without --note", ACK, COPY, refuse("--note")),
+    ("ack empty note", f"{ACK} --note ''", COPY, refuse("--note is empty", extra=acks_in("h.sqlite", 0))),
+    ("ack blank note", f"{ACK} --note ' \t '", COPY, refuse("--note is empty")),
+    (
+        "ack note with escape sequences",
+        f"{ACK} --note $'x\\x1b[31mred\\x1b[0m'",
+        COPY,
+        refuse("control characters", extra=acks_in("h.sqlite", 0)),
+    ),
+    (
+        "ack note with a bell and a NUL-free backspace",
+        f"{ACK} --note $'ding\\x07\\x08'",
+        COPY,
+        refuse("control characters"),
+    ),
+    ("ack note with a bidi override", f"{ACK} --note $'\\u202eevil'", COPY, refuse("control characters")),
+    (
+        "ack note with newlines",
+        f"{ACK} --note $'two\\nlines' && {HIST} --db {{T}}/h.sqlite check",
+        COPY,
+        succeed(extra=all_of(acks_in("h.sqlite", 1), text_has("two lines (acknowledged")), says="kept as one line"),
+    ),
+    ("ack note too long", f"{ACK} --note {'n' * 2100}", COPY, refuse("2000")),
+    (
+        "ack twice",
+        f"{ACK} --note first && {ACK} --note second && {HIST} --db {{T}}/h.sqlite check",
+        COPY,
+        succeed(
+            extra=all_of(text_has("replaces", "second (acknowledged")),
+            says="the second note replaces the first, and says so",
+        ),
+    ),
+    (
+        "ack with no open step",
+        f"{HIST} --db {{T}}/one.sqlite ack cpu tiny/baseline/b1 time --note n",
+        sh(f"{HIST} --db {{T}}/one.sqlite import {{FIX}}/results.json"),
+        refuse("open: none"),
+    ),
+    (
+        "ack missing database",
+        f"{HIST} --db {{T}}/nope.sqlite ack h200 paper/opt1/b1 time --note n",
+        None,
+        refuse("nope.sqlite", extra=stray("nope.sqlite")),
+    ),
+    (
+        "ack corrupt database",
+        f"{HIST} --db {{T}}/c.sqlite ack h200 paper/opt1/b1 time --note n",
+        sh("head -c 8192 /dev/urandom > {T}/c.sqlite"),
+        refuse("c.sqlite"),
+    ),
+    (
+        "ack immutable database",
+        f"{ACK} --note n",
+        sh("cp {FIX}/hist.sqlite {T}/h.sqlite && chattr +i {T}/h.sqlite"),
+        refuse("h.sqlite", rc=(1, 2)),
+    ),
+    ("ack locked database", f"{LOCK}{ACK} --note n", COPY, refuse("locked", lines=2, extra=acks_in("h.sqlite", 0))),
+    ("compare unknown runs", f"{HIST} --db {{FIX}}/hist.sqlite compare 999 1000", None, refuse("no run 999 or 1000")),
+    ("compare the same run twice", f"{HIST} --db {{FIX}}/hist.sqlite compare 3 3", None, refuse("both run 3")),
+    (
+        "compare a run id not a number",
+        f"{HIST} --db {{FIX}}/hist.sqlite compare 3 three",
+        None,
+        refuse("RUN_B", "three"),
+    ),
+    (
+        "compare runs of two architectures",
+        f"{HIST} --db {{T}}/h.sqlite compare 1 31",
+        steps(COPY, sh(f"{HIST} --db {{T}}/h.sqlite import {{FIX}}/results.json")),
+        succeed(extra=text_has("ran on h200", "on cpu", "only in A")),
+    ),
+    (
+        "compare a run with no cases",
+        f"{HIST} --db {{T}}/h.sqlite compare 1 2",
+        steps(
+            COPY,
+            sh(PY + " -c \"import sqlite3; c=sqlite3.connect('{T}/h.sqlite'); " + NO_CASES),
+        ),
+        either(succeed(extra=text_has("only in B")), refuse("1")),
+    ),
+    ("compare --out a folder", f"{HIST} --db {{FIX}}/hist.sqlite compare 1 2 --out {{T}}", None, refuse("directory")),
+    (
+        "compare --out under a file",
+        f"{HIST} --db {{FIX}}/hist.sqlite compare 1 2 --out {{T}}/afile/c.html",
+        put("afile", "x"),
+        refuse("afile", extra=lambda r: "the table was printed before the refusal" if r.out.strip() else None),
+    ),
+    (
+        "compare --out a fifo",
+        f"{HIST} --db {{FIX}}/hist.sqlite compare 1 2 --out {{T}}/ff",
+        sh("mkfifo {T}/ff"),
+        refuse("ff"),
+    ),
+    (
+        "compare --out in a new folder",
+        f"{HIST} --db {{FIX}}/hist.sqlite compare 1 2 --out {{T}}/site/c.html",
+        None,
+        succeed("site/c.html"),
+    ),
+    (
+        "compare zero-byte database",
+        f"{HIST} --db {{T}}/e.sqlite compare 1 2",
+        put("e.sqlite", b""),
+        refuse("history database"),
+    ),
+]:
+    row(f"history {name} (53+)", HC, cmd, expect, setup=setup, timeout=200 if "locked" in name else 40)
+
+# -- peaks in a results file (imported into the history) and a worker's JSON (read back for an A/B).
+for name, value in [
+    ("NaN", float("nan")),
+    ("inf", float("inf")),
+    ("negative", -5),
+    ("a float", 1.5),
+    ("a string", "20G"),
+]:
+    row(
+        f"history import a {name} peak (53+)",
+        HC,
+        f"{HIST} {HDB} import {{T}}/run.json",
+        import_refuse("peak"),
+        setup=hist_doc(lambda d, v=value: d["cases"][0].update(peak_allocated_bytes=v)),
+    )
+
+MEM = "memory verdict"
+
+
+def memory_ab(candidate: list[Any], reference: list[Any]) -> Callable[[Path], Any]:
+    def call(T: Path) -> Any:
+        from meddpm.judge.baseline.model import Tolerances
+        from meddpm.judge.verdict import judge_memory_ab
+
+        return judge_memory_ab("tiny/baseline/b1", "peak allocated", candidate, reference, Tolerances())
+
+    return call
+
+
+def outcome_is(*outcomes: str) -> Callable[[Any], str | None]:
+    return lambda v: None if v.outcome in outcomes else f"outcome {v.outcome!r}, expected {' or '.join(outcomes)}"
+
+
+G = 2**30
+for name, cand, ref, outcomes in [
+    ("a side with no peaks", [], [20 * G, 20 * G], ("not measured",)),
+    ("both sides with no peaks", [], [], ("not measured",)),
+    ("a NaN peak", [float("nan"), 20 * G], [20 * G, 20 * G], ("not measured",)),
+    ("an inf peak", [float("inf"), float("inf")], [20 * G, 20 * G], ("not measured",)),
+    ("negative peaks", [-G, -G], [-2 * G, -2 * G], ("not measured",)),
+    ("a zero reference", [20 * G, 20 * G], [0, 0], ("regression", "not measured")),
+    ("a planted 50 % growth", [30 * G, 30 * G, 30 * G], [20 * G, 20 * G, 20 * G], ("regression",)),
+    ("identical peaks", [20 * G] * 3, [20 * G] * 3, ("unchanged",)),
+]:
+    row(
+        f"judge memory A/B {name} (53+)",
+        MEM,
+        memory_ab(cand, ref),
+        api_handled(outcome_is(*outcomes), f"outcome {' or '.join(outcomes)}"),
+        timeout=20,
+    )
+
+
+def worker_peak(value: Any) -> Callable[[Path], Any]:
+    """A worker's result with a planted peak, through JSON, read back as an A/B reads it."""
+
+    def call(T: Path) -> Any:
+        from dataclasses import asdict
+
+        from meddpm.measure.campaign.result import ComboResult
+        from meddpm.measure.processes.campaign import result_from_dict
+
+        sent = ComboResult("tiny", "fast", 1, (16, 16, 16), "fp32", [10.0] * 3, [50.0], 0.1, 10**9, 0.02)
+        data = json.loads(json.dumps({**asdict(sent), "peak_allocated_bytes": value}))
+        return result_from_dict(data)
+
+    return call
+
+
+for name, value in [("NaN", float("nan")), ("inf", float("inf")), ("negative", -(2**30))]:
+    row(f"worker JSON a {name} peak (53+)", MEM, worker_peak(value), api_refuse("peak_allocated_bytes"), timeout=30)
 
 
 # ---------------------------------------------------------------- the runner

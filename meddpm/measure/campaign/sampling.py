@@ -76,7 +76,8 @@ def estimate_sampling(
     ``warmup_steps`` untimed ones, until :data:`MIN_PAIRS` or more agree on the ms per step within
     :data:`PAIR_AGREEMENT` (at most :data:`MAX_PAIRS`): T x the median ms per step plus the median cost of a call.
 
-    A diffusion of no more steps than the short run would time is timed whole. ``clock(fn, device)`` gives a
+    A diffusion of no more steps than the short run would time is timed whole, and so is one whose pairs read no
+    positive ms per step (the short calls no faster than the long: noise). ``clock(fn, device)`` gives a
     call's milliseconds (CUDA events on a GPU).
     """
     if config.timesteps <= (SHORT_STEPS + LONG_STEPS) * MIN_PAIRS:
@@ -93,6 +94,9 @@ def estimate_sampling(
         if len(per_step) >= MIN_PAIRS and pairs_agree(per_step):
             break
     step_ms, call_ms = float(np.median(per_step)), float(np.median(per_call))
+    if step_ms <= 0:
+        # Noise swamped the steps (a busy machine): T x a non-positive ms/step would pass any budget.
+        return time_sampling(config, combo, device, warmup_steps)
     return SamplingResult(
         combo.name, config.timesteps, warmup_s, (call_ms + step_ms * config.timesteps) / 1e3,
         (SHORT_STEPS + LONG_STEPS) * len(per_step), tuple(per_step), call_ms,

@@ -21,6 +21,7 @@ import hashlib
 import inspect
 import os
 import platform
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,7 @@ from typing import Any
 
 import torch
 
+from meddpm.errors import UserError
 from meddpm.model.config import ModelConfig
 
 ROOT_VARIABLE = "MEDDPM_COMPILE_CACHE"
@@ -52,6 +54,29 @@ def use_root(root: str | None) -> None:
     """Keep this process's and its workers' caches under ``root`` (a folder, or ``off``); None changes nothing."""
     if root:
         os.environ[ROOT_VARIABLE] = root
+
+
+def checked_root(given: str | None, option: str) -> str | None:
+    """The cache root that ``option`` (None: not given) or ``MEDDPM_COMPILE_CACHE`` names, made absolute (workers
+    start in other folders) and its folder created, or a one-line UserError: checked before anything is measured,
+    since a compiling combo would otherwise fail on it after the others' warm-up. None where neither names one."""
+    source = option if given is not None else f"${ROOT_VARIABLE}"
+    root = given if given is not None else (os.environ.get(ROOT_VARIABLE) or None)  # set but empty: unset
+    if root is None or root == OFF:
+        return root
+    if not root.strip():
+        raise UserError(f"{source} is empty; give a folder for the compile cache, or {OFF} for torch's own default")
+    try:
+        folder = Path(root).expanduser().absolute()
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        why = "it is not a folder" if isinstance(exc, (FileExistsError, NotADirectoryError)) else exc.strerror
+        raise UserError(
+            f"{source} {root}: cannot keep the compile cache there ({why}); give a writable folder, or {OFF}"
+        ) from None
+    return str(folder)
 
 
 def default_root() -> str:

@@ -101,8 +101,16 @@ def paired(sources: Sequence[Source], index: int) -> list[Source]:
 
 
 def result_from_dict(data: dict) -> ComboResult:
-    """A worker's ComboResult, read back from its JSON."""
+    """A worker's ComboResult, read back from its JSON; a peak that is no count of bytes is a one-line UserError,
+    since the A/B memory verdict would read a NaN or a negative peak as unchanged."""
     fields = dict(data)
+    for name in ("peak_allocated_bytes", "peak_reserved_bytes"):
+        peak = fields.get(name)
+        if peak is not None and (isinstance(peak, bool) or not isinstance(peak, int) or peak < 0):
+            raise UserError(
+                f"a measuring process wrote {name} {peak!r} for {fields.get('combo')}, not a count of bytes; "
+                "report this as a bug"
+            )
     fields["volume"] = tuple(fields["volume"])
     fields["gpu_states"] = [
         GpuState(**{**s, "clock_event_reasons": tuple(s["clock_event_reasons"])}) for s in fields.get("gpu_states", [])
