@@ -4,6 +4,7 @@ the ``fake_bench`` fixture of tests/conftest.py, or in a subprocess that imports
 from __future__ import annotations
 
 from meddpm.measure.campaign.interleaved import ComboResult
+from meddpm.measure.campaign.time_split import TimeSplit
 
 
 class FakeCampaign:
@@ -11,6 +12,7 @@ class FakeCampaign:
 
     def __init__(self, config, combos, device, *, batch_size, settings):
         self.config, self.combos, self.batch_size, self.settings = config, combos, batch_size, settings
+        self.time_split = TimeSplit({"measuring": 0.01 * settings.min_rounds * len(combos)})
 
     def run(self, on_progress=None):
         return {

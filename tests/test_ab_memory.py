@@ -142,3 +142,17 @@ def test_a_worker_json_with_a_peak_that_is_no_count_of_bytes_is_one_line(peak):
         result_from_dict(sent)
     assert "peak_reserved_bytes" in str(caught.value) and "report this as a bug" in str(caught.value)
     assert len(str(caught.value).splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "candidate, reference, outcome",
+    [
+        ([float("nan")] * 2, [GIB] * 2, "not measured"),
+        ([float("inf")] * 2, [GIB] * 2, "not measured"),
+        ([-GIB] * 2, [GIB] * 2, "not measured"),
+        ([20 * GIB] * 2, [0] * 2, "regression"),  # a peak where the other side had none grew beyond any tolerance
+        ([0] * 2, [0] * 2, "unchanged"),
+    ],
+)
+def test_peaks_that_are_no_byte_counts_judge_nothing_and_growth_from_zero_regresses(candidate, reference, outcome):
+    assert judge_memory_ab("x", "peak memory", candidate, reference, Tolerances()).outcome == outcome
