@@ -2468,6 +2468,93 @@ for name, value in [("NaN", float("nan")), ("inf", float("inf")), ("negative", -
     row(f"worker JSON a {name} peak (53+)", MEM, worker_peak(value), api_refuse("peak_allocated_bytes"), timeout=30)
 
 
+# ---------------------------------------------------------------- rows: the history items of the fourth and fifth
+# defects issues (53.3, 53.4, 54.4, 54.5, 54.10)
+
+
+def hist_literal(path: tuple, literal: str) -> Callable[[Path], None]:
+    """sim0.json with the value at ``path`` written as the JSON text ``literal`` (1e400 has no float to dump)."""
+
+    def setup(T: Path) -> None:
+        doc = _json(FIX / "sim0.json")
+        *parents, last = path
+        target = doc
+        for key in parents:
+            target = target[key]
+        target[last] = 123456789.125
+        (T / "run.json").write_text(json.dumps(doc).replace("123456789.125", literal))
+
+    return setup
+
+
+for name, path, literal, words in [
+    ("batch size 1e400", ("cases", 0, "batch_size"), "1e400", ("batch_size",)),
+    ("batch size 10**20", ("cases", 0, "batch_size"), "100000000000000000000", ("batch_size",)),
+    ("peak memory 1e20", ("cases", 0, "peak_allocated_bytes"), "1e20", ("peak_allocated_bytes",)),
+    ("a sample of 1e308 ms", ("cases", 0, "samples_ms", 0), "1e308", ("samples_ms",)),
+]:
+    row(f"history import {name} (54.4)", H, f"{HIST} {HDB} import {{T}}/run.json", import_refuse(*words),
+        setup=hist_literal(path, literal))  # fmt: skip
+
+row(
+    "history import a folder with one number that does not fit (54.4)",
+    H,
+    f"{HIST} {HDB} import {{T}}/runs",
+    refuse("batch_size", rc=(1,), lines=2, extra=runs_in("h.sqlite", 1)),
+    setup=steps(
+        hist_literal(("cases", 0, "batch_size"), "1e400"),
+        sh("mkdir {T}/runs && mv {T}/run.json {T}/runs/ && cp {FIX}/results.json {T}/runs/"),
+    ),
+)
+row(
+    "history import from a corrupt database leaves no new one (54.5)",
+    H,
+    f"{HIST} --db {{T}}/new.sqlite import {{T}}/run.sqlite",
+    refuse("run.sqlite", rc=(1, 2), lines=2, absent=("new.sqlite",)),
+    setup=sh("head -c 8192 /dev/urandom > {T}/run.sqlite"),
+)
+row(
+    "history check on a FIFO (53.4)",
+    H,
+    f"{HIST} --db {{T}}/h.sqlite check",
+    refuse("h.sqlite", under=15),
+    setup=sh("mkfifo {T}/h.sqlite"),
+    timeout=20,
+)
+row(
+    "history report on a FIFO (53.4)",
+    H,
+    f"{HIST} --db {{T}}/h.sqlite report --out {{T}}/site",
+    refuse("h.sqlite", under=15),
+    setup=sh("mkfifo {T}/h.sqlite"),
+    timeout=20,
+)
+row(
+    "history report --repo-url with a fragment (54.10)",
+    H,
+    f"{HIST} --db {{FIX}}/hist.sqlite report --out {{T}}/site --repo-url https://github.com/o/r#readme",
+    refuse("--repo-url", absent=("site",)),
+)
+
+
+def malformed_json_column(T: Path) -> None:
+    """The fixture history with one run's JSON column (its environment) holding text that is no JSON."""
+    import shutil
+    import sqlite3
+
+    shutil.copy(FIX / "hist.sqlite", T / "h.sqlite")
+    with sqlite3.connect(T / "h.sqlite") as db:
+        db.execute("update runs set environment = '{not json' where id = (select min(id) from runs)")
+
+
+row(
+    "history check with a malformed JSON column in one run (53.3)",
+    H,
+    f"{HIST} --db {{T}}/h.sqlite check",
+    either(succeed(rc=(0, 1), extra=text_has("runs row", where="both")), refuse("runs row", rc=(1, 2), lines=3)),
+    setup=malformed_json_column,
+)
+
 # ---------------------------------------------------------------- the runner
 
 
