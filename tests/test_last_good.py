@@ -169,3 +169,22 @@ def test_a_last_good_commit_git_does_not_know_says_it_came_from_the_history(tmp_
         "meddpm-bench: error: --compare-to=last-good: the last good bench run on cpu, #7 of 2026-11-20 03:00 UTC "
         "(3 process(es)), commit ffffffffffff, a commit that git does not know in "
     ), err
+
+
+def test_the_suite_says_a_last_good_commit_git_does_not_know_came_from_the_history(tmp_path):
+    import sqlite3
+
+    repo = make_repo(tmp_path)
+    (repo / "test_training.py").write_text(SUITE_TESTS.read_text())
+    (repo / "conftest.py").write_text('pytest_plugins = ["meddpm.suite.plugin"]\n')
+    _planted(repo, 100.0)
+    git(repo, "commit", "-qam", "good: 100 ms")
+    first = _suite(repo)
+    assert first.returncode in (0, 1), first.stdout + first.stderr
+    with sqlite3.connect(repo / "history.sqlite") as db:  # the good run's commit, one this clone never had
+        db.execute("update runs set \"commit\" = '0123456789abcdef0123456789abcdef01234567'")
+    night = _suite(repo, "--compare-to=last-good", "--perf-processes=2")
+    err = [line for line in night.stderr.splitlines() if line.strip()]
+    assert night.returncode == 4 and len(err) == 1, night.stdout + night.stderr
+    assert "--compare-to=last-good: the last good suite run on cpu, #1 of " in err[0], err
+    assert "commit 0123456789ab, a commit that git does not know in " in err[0], err

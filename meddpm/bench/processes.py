@@ -27,7 +27,7 @@ import torch
 
 from meddpm.bench.output import say
 from meddpm.errors import UserError
-from meddpm.history.last_good import LastGood, compare_to_last_good
+from meddpm.history.last_good import LastGood, check_known, compare_to_last_good
 from meddpm.judge.ab import AbCase, ab_cases, side_names
 from meddpm.judge.baseline import CaseKey, Tolerances
 from meddpm.judge.verdict import Verdict
@@ -35,7 +35,7 @@ from meddpm.measure.campaign.inputs import MAX_PROCESSES, detectable_target, pro
 from meddpm.measure.campaign.protocol import MeasuringCampaign, Progress, Source
 from meddpm.measure.campaign.settings import CampaignSettings
 from meddpm.measure.processes.campaign import AB_PROCESSES, ProcessCampaign
-from meddpm.measure.processes.revision import check_sides, checkout_root, resolve_revision, sources
+from meddpm.measure.processes.revision import check_sides, sources
 from meddpm.measure.processes.sides import OtherSide, interpreter, legend, parse_env, sides_line
 from meddpm.measure.statistics.compare import between_process_spread
 from meddpm.model.config import ModelConfig
@@ -134,22 +134,10 @@ def plan(
         extra = "--sample" if sample else "--gpus"
         raise UserError(f"{extra} would measure the working tree only; run it without {ab}")
     if last_good is not None:
-        _check_known(last_good)
+        check_known(last_good)
     if ab is not None:  # the slowest check last: it drives side B's workload once
         check_sides(compare_to, other)
     return result
-
-
-def _check_known(last_good: LastGood) -> None:
-    """A one-line UserError, saying where the commit came from, when git here lacks the last good run's commit."""
-    root = checkout_root()
-    try:
-        resolve_revision(last_good.commit, root)
-    except UserError:
-        raise UserError(
-            f"--compare-to=last-good: {last_good.describe()}, a commit that git does not know in {root}; "
-            "fetch it (git fetch), or give --compare-to a revision"
-        ) from None
 
 
 @contextlib.contextmanager

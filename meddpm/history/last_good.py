@@ -25,6 +25,7 @@ from meddpm.history.series import TREND_KINDS, case_frame, run_processes
 from meddpm.history.store import DEFAULT_DB, HistoryLocked, HistoryStore, resolve_target
 from meddpm.judge.drift import Attribution, attribute, environment_differences
 from meddpm.judge.verdict import Verdict
+from meddpm.measure.processes.revision import checkout_root, resolve_revision
 
 _SHA = re.compile(r"[0-9a-f]{7,40}")
 # What --compare-to takes to mean the last good run's commit.
@@ -84,6 +85,18 @@ class LastGood:
             "processes": self.processes,
             "environment": self.environment,
         }
+
+
+def check_known(found: LastGood) -> None:
+    """A one-line UserError, saying where the commit came from, when git here lacks the last good run's commit."""
+    root = checkout_root()
+    try:
+        resolve_revision(found.commit, root)
+    except UserError:
+        raise UserError(
+            f"--compare-to=last-good: {found.describe()}, a commit that git does not know in {root}; "
+            "fetch it (git fetch), or give --compare-to a revision"
+        ) from None
 
 
 def compare_to_last_good(

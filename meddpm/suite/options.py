@@ -17,7 +17,7 @@ import torch
 from meddpm.atomic import run_stamp, write_target
 from meddpm.errors import UserError
 from meddpm.history.append import history_target
-from meddpm.history.last_good import LAST_GOOD, LastGood, compare_to_last_good
+from meddpm.history.last_good import LAST_GOOD, LastGood, check_known, compare_to_last_good
 from meddpm.history.store import ENV_VAR as HISTORY_ENV_VAR
 from meddpm.judge.arch import KNOWN_ARCHS, detect_arch, validate_arch
 from meddpm.measure.campaign import inputs
@@ -306,6 +306,8 @@ def parse_options(config: pytest.Config) -> SuiteOptions:
     processes = inputs.process_count("--perf-processes", opt("--perf-processes"), ab)
     until_detectable = inputs.detectable_target("--perf-until-detectable", opt("--perf-until-detectable"), ab)
     last_good = compare_to_last_good(compare_to, history, arch or _measured_arch(config), "suite", processes)
+    if last_good is not None:
+        check_known(last_good)
     compare_to = last_good.commit if last_good else compare_to
     if saving and opt("--perf-energy") == "off":
         raise UserError("--save-baseline stores energy too, which --perf-energy=off skips; drop one of them")
