@@ -2555,6 +2555,32 @@ row(
     setup=malformed_json_column,
 )
 
+
+def good_history(commit: str | None = None) -> Callable[[Path], None]:
+    """A history of the fixture's CPU suite run as a good run of ``commit`` (None: this checkout's HEAD)."""
+
+    def setup(T: Path) -> None:
+        doc = _json(FIX / "results.json")
+        for case in doc["cases"]:
+            case["outcome"] = "ok"
+        head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True)
+        doc["environment"]["commit"] = commit or head.stdout.strip()
+        (T / "good.json").write_text(json.dumps(doc))
+        subprocess.run([PY, "-m", "meddpm.history.cli", "--db", str(T / "h.sqlite"), "import", str(T / "good.json")],
+                       check=True, capture_output=True, env=row_env(T))  # fmt: skip
+
+    return setup
+
+
+row(
+    "suite last-good whose commit git does not know (54.8)",
+    "suite",
+    SUITE + " --compare-to=last-good --history={T}/h.sqlite",
+    refuse("last good suite run", "does not know", rc=(4,), under=60),
+    setup=steps(baseline, good_history("0123456789abcdef0123456789abcdef01234567")),
+)
+
+
 # ---------------------------------------------------------------- the runner
 
 
