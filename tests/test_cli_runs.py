@@ -15,6 +15,7 @@ from meddpm.errors import UserError
 from meddpm.measure.campaign.inputs import CPU_DEFAULT_COMBOS
 from meddpm.measure.campaign.interleaved import ComboResult, Progress
 from meddpm.measure.campaign.settings import CampaignSettings
+from meddpm.measure.campaign.time_split import TimeSplit
 from meddpm.measure.processes.campaign import ProcessCampaign
 from meddpm.measure.processes.ddp import DdpResult
 from meddpm.report.tables import ddp_table
@@ -56,6 +57,7 @@ class FakeCampaign:
         self.batch_size, self.settings = batch_size, settings
         self.steps: dict = {}
         self.results: dict[str, ComboResult] = {}
+        self.time_split = TimeSplit()
 
     def run(self, on_progress=None):
         notify = on_progress or (lambda _: None)

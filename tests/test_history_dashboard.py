@@ -110,7 +110,7 @@ def test_the_index_lists_recent_runs_and_ab_runs_with_verdicts_and_each_run_has_
     pages = sorted((site / "runs").glob("*.html"))
     assert len(pages) == 59 + 24
     last = max(pages, key=lambda p: int(p.stem)).read_text()
-    assert "a100 suite run 76 of 2026-12-24 02:17" in last and "suite run, 3 processes" in last
+    assert "a100 suite run 83 of 2026-12-24 02:17" in last and "suite run, 3 processes" in last
     # Per-process medians, clocks, throttle reasons and the environment as recorded.
     assert "SwPowerCap" in last and "<td>1755 / -</td>" in last and "<td>driver</td><td>580.95</td>" in last
     assert PLOTLY_JS not in last
