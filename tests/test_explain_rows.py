@@ -187,15 +187,17 @@ def test_a_kernel_is_tied_to_the_operator_and_module_that_launched_it(linked):
 
     from meddpm.measure.profiling.scopes import Attribution
 
-    extra = {"linked_correlation_id": 0} if linked else {}
-    scope = _event("output_blocks.3.0.out_layers.2 (Conv3d)", 1, DeviceType.CPU, **extra)
-    op = _event("aten::mul", 2, DeviceType.CPU, scope, 1.0, input_dtypes=["float", "float"], **extra)
+    # An older torch's events carry neither the linked id nor the dtypes: those come from Kineto's own records.
+    extra = {"linked_correlation_id": 0, "input_dtypes": ["float", "float"]} if linked else {}
+    scope = _event("output_blocks.3.0.out_layers.2 (Conv3d)", 1, DeviceType.CPU)
+    op = _event("aten::mul", 2, DeviceType.CPU, scope, 1.0, **extra)
     launch = _event("cudaLaunchKernel", 40, DeviceType.CPU, op, 2.0, **({"linked_correlation_id": 2} if linked else {}))
     kernel_fields = {"linked_correlation_id": 2} if linked else {}
     kernel = _event("void at::native::vectorized_elementwise_kernel<4, ...>", 40, DeviceType.CUDA, **kernel_fields)
-    site = Attribution([scope, op, launch, kernel]).of_kernel(kernel)
+    dtypes = {} if linked else {2: ["float", "float"]}
+    site = Attribution([scope, op, launch, kernel], dtypes).of_kernel(kernel)
     assert site.module == "output_blocks.3.0.out_layers.2 (Conv3d)" and site.op == "aten::mul"
-    assert site.label.startswith("mul")
+    assert site.label == "mul float32"
 
 
 def test_the_gpu_spans_of_module_scopes_are_neither_kernels_nor_launches_but_copies_are():

@@ -31,7 +31,14 @@ import torch
 from torch.autograd import DeviceType
 
 from meddpm.measure.profiling.kernel_mix import GROUPS, group_of
-from meddpm.measure.profiling.scopes import Attribution, Site, device_kernels, module_bytes, module_scopes
+from meddpm.measure.profiling.scopes import (
+    Attribution,
+    Site,
+    device_kernels,
+    kineto_dtypes,
+    module_bytes,
+    module_scopes,
+)
 
 LAUNCHES = "launches"
 BYTES_ALLOCATED = "bytes_allocated"
@@ -97,7 +104,8 @@ def profile_iteration(step: Callable[[], object], device: torch.device, flops: i
         if cuda:
             torch.cuda.synchronize(device)
     events = prof.events()
-    attribution = Attribution(events)
+    records = prof.profiler.kineto_results.events()
+    attribution = Attribution(events, kineto_dtypes(records))
     if cuda:
         allocated = torch.cuda.memory_stats(device).get(_ALLOCATED, 0) - before
         kernels = device_kernels(events)
@@ -106,7 +114,6 @@ def profile_iteration(step: Callable[[], object], device: torch.device, flops: i
         operators = [e for e in events if e.device_type == DeviceType.CPU and e.name.startswith("aten::")]
         rows = _rows((e.name, attribution.of_operator(e), e.self_cpu_time_total / 1e3) for e in operators)
         # The allocation records (frees are negative); the public events fold them into the operators' net usage.
-        records = prof.profiler.kineto_results.events()
         allocated = sum(e.nbytes() for e in records if e.name() == "[memory]" and e.nbytes() > 0)
     rows = sorted(rows, key=lambda r: (-r.ms, r.name, r.module, r.label))
     held = module_bytes(events, attribution, device)

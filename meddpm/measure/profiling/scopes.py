@@ -23,7 +23,7 @@ memory records): what the module keeps for backward, its saved activations and o
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -96,7 +96,9 @@ class Attribution:
     runtime call (``cudaLaunchKernel``, which carries the kernel's id) inside the operator that made it.
     """
 
-    def __init__(self, events: Sequence[Any]):
+    def __init__(self, events: Sequence[Any], dtypes: Mapping[int, Sequence[str]] | None = None):
+        """``dtypes``: an operator's input dtypes by its id, where its event carries none (:func:`kineto_dtypes`)."""
+        self._dtypes = dtypes or {}
         cpu = [e for e in events if e.device_type == DeviceType.CPU]
         self._launcher = {e.id: e for e in cpu if hasattr(e, "linked_correlation_id") and not e.linked_correlation_id}
         self._runtime = {e.id: e for e in cpu if e.name.startswith(_RUNTIME)}
@@ -113,7 +115,7 @@ class Attribution:
         for parent in _ancestors(event):
             if _is_aten(parent):
                 outermost = parent
-        dtypes = getattr(event, "input_dtypes", None) or ()
+        dtypes = getattr(event, "input_dtypes", None) or self._dtypes.get(event.id, ())
         return Site(self.module(event), outermost.name, op_label(event.name, dtypes))
 
     def of_kernel(self, kernel: Any) -> Site:
@@ -137,6 +139,16 @@ class Attribution:
     @staticmethod
     def _scope(event: Any) -> str:
         return next((p.name for p in _ancestors(event) if _is_scope(p.name)), "")
+
+
+def kineto_dtypes(records: Iterable[Any]) -> dict[int, list[str]]:
+    """Each aten operator's input dtypes by its event's id, from Kineto's own records
+    (``prof.profiler.kineto_results.events()``): an older torch (2.11) keeps them there only, not on its events."""
+    return {
+        r.correlation_id(): list(r.dtypes())
+        for r in records
+        if r.device_type() == DeviceType.CPU and r.name().startswith("aten::")
+    }
 
 
 def module_bytes(events: Sequence[Any], attribution: Attribution, device: torch.device) -> dict[str, int]:
