@@ -388,3 +388,43 @@ def test_compiles():
     result.assert_outcomes(passed=1)
     assert "artifact payload" not in result.stdout.str()
     result.stdout.fnmatch_lines(["*a warning the user should see*"])
+
+
+def _without_benchmark_rounds(args: list[str]) -> list[str]:
+    return [a for a in args if not a.startswith("--perf-benchmark-rounds")]
+
+
+def test_pytest_benchmark_times_nothing_unless_its_rounds_are_kept(suite):
+    """Its own rounds repeat iterations no verdict reads: by default they run only where a pytest-benchmark option
+    stores or compares them (three rounds then), or where --perf-benchmark-rounds asks."""
+    with_clock(suite, 100.0)
+    bdir, rdir = suite.path / "baselines", suite.path / "results"
+    base = [*_without_benchmark_rounds(FAST), f"--baseline-dir={bdir}", f"--perf-results-dir={rdir}"]
+    counted = """
+import pytest_benchmark.fixture
+
+calls = []
+_pedantic = pytest_benchmark.fixture.BenchmarkFixture.pedantic
+
+
+def _counted(self, target, *args, **kwargs):
+    calls.append(kwargs.get("rounds"))
+    print(f"pytest-benchmark rounds: {kwargs.get('rounds')}")
+    return _pedantic(self, target, *args, **kwargs)
+
+
+pytest_benchmark.fixture.BenchmarkFixture.pedantic = _counted
+"""
+    run(suite, "--save-baseline").assert_outcomes(skipped=1)
+    with_clock(suite, 100.0, counted)
+    plain = suite.runpytest_subprocess(*base, "-s")
+    plain.assert_outcomes(passed=1)
+    assert "pytest-benchmark rounds" not in plain.stdout.str()
+    assert "pytest-benchmark's tables below" not in plain.stdout.str()
+
+    stored = suite.runpytest_subprocess(*base, "-s", f"--benchmark-json={suite.path / 'b.json'}")
+    stored.stdout.fnmatch_lines(["*pytest-benchmark rounds: 3*"])
+    assert (suite.path / "b.json").exists()
+
+    asked = suite.runpytest_subprocess(*base, "-s", "--perf-benchmark-rounds=2")
+    asked.stdout.fnmatch_lines(["*pytest-benchmark rounds: 2*", "*tables below time 2 synchronised round(s)*"])

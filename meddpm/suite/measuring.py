@@ -217,7 +217,8 @@ class Measuring:
         return record.result
 
     def time_with_benchmark(self, case: PerfCase, request: pytest.FixtureRequest) -> None:
-        """Let pytest-benchmark time a few synchronised iterations itself and store our figures.
+        """Let pytest-benchmark time a few synchronised iterations itself and store our figures, where a run keeps
+        them (``--perf-benchmark-rounds``, by default only with pytest-benchmark's storing or comparing options).
 
         Its own rounds measure host wall time around a synchronised iteration; our CUDA-event
         samples, statistics, NVML readings and verdicts go into ``extra_info``, so its JSON,
@@ -226,7 +227,7 @@ class Measuring:
         """
         campaign = self.campaign(case.on_gpu, case.preset, case.batch_size)
         step, device = campaign.steps.get(case.combo), campaign.device
-        if step is None:  # measured in worker processes: no model lives here
+        if step is None or not self.options.benchmark_rounds:  # measured in workers, or nobody keeps its rounds
             return
         benchmark = request.getfixturevalue("benchmark")
 
@@ -234,7 +235,8 @@ class Measuring:
             step()
             synchronize(device)
 
-        benchmark.pedantic(synchronised_iteration, rounds=self.options.benchmark_rounds, iterations=1)
+        with self.time_split.timed("measuring"):
+            benchmark.pedantic(synchronised_iteration, rounds=self.options.benchmark_rounds, iterations=1)
         benchmark.extra_info.update(self.records[case.id].payload())
 
     def ratio_table(self, on_gpu: bool) -> dict[str, dict[str, dict[str, float]]]:

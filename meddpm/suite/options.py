@@ -46,6 +46,10 @@ MAX_WARMUP = 1000  # warm-up iterations per combo: about a minute of the paper p
 MAX_ROUNDS = 10_000  # timed rounds: the adaptive rule stops far sooner
 MAX_PROCESSES = 32  # measuring processes (a side): each builds and warms every combo, tens of seconds on a GPU
 
+# pytest-benchmark's rounds where a run stores or compares them, and the options (dests) that do
+BENCHMARK_ROUNDS = 3
+BENCHMARK_STORAGE = ("benchmark_json", "benchmark_autosave", "benchmark_save", "benchmark_compare")
+
 
 @dataclass(frozen=True)
 class SuiteOptions:
@@ -162,8 +166,11 @@ def add_options(parser: pytest.Parser) -> None:
     g.addoption(
         "--perf-benchmark-rounds",
         type=int,
-        default=3,
-        help="synchronised rounds per case that pytest-benchmark times itself (default: 3)",
+        default=None,
+        help="synchronised rounds per case that pytest-benchmark times itself, for its storage and comparisons; no "
+        f"verdict reads them (default: {BENCHMARK_ROUNDS} where {' or '.join(_flag(d) for d in BENCHMARK_STORAGE)} is "
+        "given, else "
+        "0: pytest-benchmark times nothing)",
     )
     g.addoption(
         "--perf-results-dir",
@@ -239,6 +246,23 @@ def add_options(parser: pytest.Parser) -> None:
     )
 
 
+def benchmark_rounds(config: pytest.Config) -> int:
+    """pytest-benchmark's own rounds per case: as given, else :data:`BENCHMARK_ROUNDS` where one of its options
+    stores or compares them, else none. Its rounds repeat iterations the verdicts never read (a tenth of a plain
+    run's GPU time), so only a run that keeps them pays for them."""
+    given = config.getoption("--perf-benchmark-rounds")
+    if given is not None:
+        return given
+    asked = config.pluginmanager.hasplugin("benchmark") and any(
+        config.getoption(option, default=None) for option in BENCHMARK_STORAGE
+    )
+    return BENCHMARK_ROUNDS if asked else 0
+
+
+def _flag(dest: str) -> str:
+    return "--" + dest.replace("_", "-")
+
+
 def _at_least(option: str, value: int | None, minimum: int) -> None:
     check_count(option, value, minimum)
 
@@ -294,7 +318,7 @@ def parse_options(config: pytest.Config) -> SuiteOptions:
     if opt("--preset") is not None:
         inputs.preset_for(opt("--preset"), on_gpu=True)  # raises the unknown-preset error
     _at_least("--batch-size", opt("--batch-size"), 1)
-    _at_least("--perf-benchmark-rounds", opt("--perf-benchmark-rounds"), 1)
+    _at_least("--perf-benchmark-rounds", opt("--perf-benchmark-rounds"), 0)
     settings = given_settings(opt, SUITE, prefix="perf-")
     saving = opt("--save-baseline") or opt("--force-save-baseline")
     history = history_target(opt("--history"))
@@ -331,7 +355,7 @@ def parse_options(config: pytest.Config) -> SuiteOptions:
         median_precision=settings["median_precision"],
         energy=opt("--perf-energy") == "on",
         energy_bound=settings["energy_error"],
-        benchmark_rounds=opt("--perf-benchmark-rounds"),
+        benchmark_rounds=benchmark_rounds(config),
         results_dir=opt("--perf-results-dir"),
         ncu=ncu if opt("--ncu") else None,
         compare_to=compare_to,

@@ -263,7 +263,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     if measured.records:
         cases = [r.payload() for r in measured.records.values()]
         tr.write_line(results_table(cases, TERMINAL_TABLE).to_string(index=False, float_format=lambda v: f"{v:.2f}"))
-        if config.pluginmanager.hasplugin("benchmark"):
+        if config.pluginmanager.hasplugin("benchmark") and suite.options.benchmark_rounds:
             tr.write_line(
                 "ms/iter: each case's median over its interleaved rounds, the figure every verdict judges; "
                 f"pytest-benchmark's tables below time {suite.options.benchmark_rounds} synchronised round(s) "
