@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,10 +17,10 @@ from meddpm.measure.campaign.interleaved import Campaign
 from meddpm.measure.campaign.settings import CampaignSettings
 from meddpm.measure.campaign.time_split import PHASES, TimeSplit
 from meddpm.measure.machine import compile_cache
+from meddpm.measure.machine.cache_root import bytecode_environment, keep_own_bytecode
 from meddpm.measure.machine.compile_cache import (
     CompileCache,
     activate,
-    bytecode_environment,
     environment_key,
     workload_key,
     workload_tree,
@@ -141,6 +142,31 @@ def test_workers_keep_their_bytecode_in_the_cache_even_where_writing_it_is_off(t
     assert bytecode_environment({**env, "PYTHONPYCACHEPREFIX": "/mine"})["PYTHONPYCACHEPREFIX"] == "/mine"
     off = {compile_cache.ROOT_VARIABLE: "off", "PYTHONDONTWRITEBYTECODE": "1"}
     assert bytecode_environment(off) == off
+
+
+def test_the_suite_process_keeps_its_bytecode_in_the_cache_where_writing_it_is_off(monkeypatch, tmp_path):
+    monkeypatch.setenv(compile_cache.ROOT_VARIABLE, str(tmp_path / "cache"))
+    monkeypatch.setattr(sys, "pycache_prefix", None)
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    assert keep_own_bytecode() is None and sys.pycache_prefix is None  # bytecode is written as usual: left alone
+
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    folder = keep_own_bytecode()
+    assert folder == (tmp_path / "cache").resolve() / "pycache" and folder.is_dir()
+    assert sys.pycache_prefix == str(folder) and not sys.dont_write_bytecode
+
+    (tmp_path / "module_kept.py").write_text("VALUE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import module_kept  # noqa: F401  (imported for its bytecode)
+
+    assert list(folder.rglob("module_kept*.pyc")) and not (tmp_path / "__pycache__").exists()
+
+    monkeypatch.setattr(sys, "pycache_prefix", "/theirs")
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    assert keep_own_bytecode() is None and sys.pycache_prefix == "/theirs"  # a prefix of the user's own stands
+    monkeypatch.setattr(sys, "pycache_prefix", None)
+    monkeypatch.setenv(compile_cache.ROOT_VARIABLE, "off")
+    assert keep_own_bytecode() is None and sys.dont_write_bytecode
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,8 @@ beside it (``workloads/<source key>``) once a process compiled it, so each proce
 was compiled there before ("hit") or is new ("miss", where Inductor still reuses the graphs that agree).
 
 The root is ``--perf-compile-cache`` / ``--compile-cache``, else ``MEDDPM_COMPILE_CACHE``, else
-``~/.cache/meddpm-perf/compile``; ``off`` leaves Inductor's own default alone. Worker processes inherit the root
+``~/.cache/meddpm-perf/compile`` (:mod:`~meddpm.measure.machine.cache_root`, which also keeps Python's bytecode
+there); ``off`` leaves Inductor's own default alone. Worker processes inherit the root
 through ``MEDDPM_COMPILE_CACHE`` and key their own workload and interpreter.
 """
 
@@ -30,10 +31,9 @@ from typing import Any
 import torch
 
 from meddpm.errors import UserError
+from meddpm.measure.machine.cache_root import OFF, ROOT_VARIABLE, default_root
 from meddpm.model.config import ModelConfig
 
-ROOT_VARIABLE = "MEDDPM_COMPILE_CACHE"
-OFF = "off"
 WORKLOAD_ROOMS = ("kernels", "model", "run", "data")  # the rooms a revision supplies (docs/design.md)
 
 
@@ -77,11 +77,6 @@ def checked_root(given: str | None, option: str) -> str | None:
             f"{source} {root}: cannot keep the compile cache there ({why}); give a writable folder, or {OFF}"
         ) from None
     return str(folder)
-
-
-def default_root() -> str:
-    """Where the cache lives when no option names it: ``MEDDPM_COMPILE_CACHE``, else under the user's cache."""
-    return os.environ.get(ROOT_VARIABLE) or str(Path.home() / ".cache" / "meddpm-perf" / "compile")
 
 
 def environment_key(device: torch.device) -> str:
@@ -158,22 +153,6 @@ def activate(root: str | None, device: torch.device, tree: Path | None = None) -
     cache = CompileCache.of(root, tree or workload_tree(), device)
     cache.activate()
     return cache
-
-
-def bytecode_environment(env: dict[str, str]) -> dict[str, str]:
-    """A worker's environment whose Python bytecode is kept in the compile cache's ``pycache`` folder.
-
-    Where ``PYTHONDONTWRITEBYTECODE`` is set (as container images often set it) or the packages are read-only,
-    every worker compiled torch's sources to bytecode anew: 7.5 s of a worker's 35 s on an H100 machine. The
-    bytecode goes under the cache instead (``PYTHONPYCACHEPREFIX``, unless one is set), written once and read by
-    every later worker; nothing is written beside the packages. With the cache ``off``, the environment is kept.
-    """
-    root = env.get(ROOT_VARIABLE) or default_root()
-    if root == OFF:
-        return env
-    kept = {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    kept.setdefault("PYTHONPYCACHEPREFIX", str(Path(root).expanduser().resolve() / "pycache"))
-    return kept
 
 
 def inductor_counters() -> dict[str, int]:

@@ -33,7 +33,7 @@ from meddpm.measure.campaign.result import ComboResult, ComboRuns
 from meddpm.measure.campaign.settings import CampaignSettings, worker_arguments
 from meddpm.measure.campaign.time_split import TimeSplit
 from meddpm.measure.energy.counter import BlockEnergy
-from meddpm.measure.machine.compile_cache import bytecode_environment
+from meddpm.measure.machine.cache_root import bytecode_environment
 from meddpm.measure.machine.nvml import GpuState
 from meddpm.measure.processes.sides import side_record
 from meddpm.measure.processes.worker import WORKER_SCHEMA
