@@ -22,7 +22,7 @@ from meddpm.run.sampling import Sampler
 # free of what every call costs once (the start noise, the masks, a CUDA graph's first replay), which a full
 # sample pays once and a short run would otherwise spread over few steps.
 SHORT_STEPS, LONG_STEPS = 1, 6
-MIN_PAIRS, MAX_PAIRS = 3, 10
+MIN_PAIRS, MAX_PAIRS = 2, 10
 # The short run stops once its pairs' ms/step lie within this share of their median (max - min).
 PAIR_AGREEMENT = 0.01
 
