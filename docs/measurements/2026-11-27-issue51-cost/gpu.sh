@@ -8,6 +8,9 @@
 #   one      pytest perf_tests -m <arch> -k "test_training_step and amp_bf16"
 #   pr       the pull-request check: --combos=opt1,fast --compare-to=HEAD --perf-processes=$PR_PROCESSES (5)
 #   nightly  the nightly's A/B: --perf-processes=3 --perf-until-detectable=0.01 --compare-to=HEAD
+#   profiled the suite under cProfile (OUT/suite.prof, and the 40 costliest calls by cumulative time in the log)
+#   probe    what this torch's profiler events carry (input_dtypes, linked_correlation_id)
+#   save     pytest perf_tests -m <arch> -k test_training_step --save-baseline --perf-processes=3
 #   keep     pack the cache folder into OUT/compile-<arch>.txz.part-* (15 MiB parts, xz: a third of gzip's size)
 # Every stage's log, results and summary go into OUT/logs.tar.gz; the table last has each stage's exit status,
 # wall time, the suite's own time split and each process's compile line.
@@ -42,6 +45,19 @@ for stage in "$@"; do
           --perf-processes="${PR_PROCESSES:-5}" ;;
     nightly) suite nightly perf_tests -m "$arch" --perf-processes=3 --perf-until-detectable=0.01 --compare-to=HEAD ;;
     full) suite full perf_tests/test_sampling.py -m "$arch" -k "fast or amp_bf16" --perf-full-sample ;;
+    profiled)
+      start=$SECONDS
+      timeout "${LIMIT:-560}" python3 -m cProfile -o "$OUT/suite.prof" -m pytest perf_tests -m "$arch" -rfEs \
+        -p no:cacheprovider --perf-results-dir="$logs/profiled" > "$logs/profiled.log" 2>&1
+      echo "rc $? wall $((SECONDS - start)) s" >> "$logs/profiled.log"
+      python3 -c "import pstats,sys; pstats.Stats(sys.argv[1]).sort_stats('cumulative').print_stats(60)" \
+        "$OUT/suite.prof" > "$logs/profiled-top.txt" 2>&1 ;;
+    probe)
+      python3 -c "import torch; from torch.autograd.profiler_util import FunctionEvent as F; import inspect; \
+p = inspect.signature(F.__init__).parameters; print(torch.__version__, 'input_dtypes' in p, \
+'linked_correlation_id' in p)" > "$logs/probe.log" 2>&1 ;;
+    save) suite save perf_tests -m "$arch" -k test_training_step --save-baseline --perf-processes=3
+      cp baselines/"$arch".json "$OUT/" ;;
     keep) tar -cf - -C "$MEDDPM_COMPILE_CACHE" . | xz -T16 -6 | split -b 15M - "$OUT/compile-$arch.txz.part-" ;;
     *) echo "unknown stage $stage" ;;
   esac
