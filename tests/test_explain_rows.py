@@ -215,3 +215,17 @@ def test_the_gpu_spans_of_module_scopes_are_neither_kernels_nor_launches_but_cop
         _event("Memset (Device)", 32, DeviceType.CUDA),
     ]
     assert device_kernels([*ranges, *spans, flagged, *work]) == work
+
+
+def test_kineto_records_give_the_dtypes_an_older_torch_leaves_off_its_events():
+    from torch.profiler import profile
+
+    from meddpm.measure.profiling.scopes import KinetoDtypes
+
+    x = torch.randn(4, 4)
+    with profile(record_shapes=True) as prof:
+        (torch.nn.functional.silu(x) * 2).to(torch.bfloat16)
+    dtypes = KinetoDtypes(prof.profiler.kineto_results.events())
+    operators = [e for e in prof.events() if e.name.startswith("aten::")]
+    assert operators and all(list(dtypes[e.id]) == list(e.input_dtypes) for e in operators)
+    assert dtypes.get(-1) is None

@@ -59,11 +59,12 @@ def estimate(clock, timesteps=250):
 def test_pairs_that_agree_stop_the_run_and_the_calls_own_cost_is_counted_once():
     clock, calls = planted([20.0, 20.1, 19.95, 40.0])
     result = estimate(clock)
-    assert calls == [SHORT, LONG] * sampling.MIN_PAIRS and CountingSampler.calls[0] == 3  # the warm-up first
-    assert result.estimated and result.timed_steps == 3 * (SHORT + LONG)
+    assert sampling.MIN_PAIRS == 2  # two pairs within a percent of each other end the run
+    assert calls == [SHORT, LONG] * 2 and CountingSampler.calls[0] == 3  # the warm-up first
+    assert result.estimated and result.timed_steps == 2 * (SHORT + LONG)
     assert result.call_ms == pytest.approx(8.0)  # a per-call cost spread over 6-step calls would read 21.3 ms/step
-    assert result.seconds == pytest.approx((8.0 + 250 * 20.0) / 1e3)
-    line = "5.01 s estimated from 21 timed steps in 3 pairs of calls (20.00 ms/step, 8.0 ms a call)"
+    assert result.seconds == pytest.approx((8.0 + 250 * 20.05) / 1e3)
+    line = "5.02 s estimated from 14 timed steps in 2 pairs of calls (20.05 ms/step, 8.0 ms a call)"
     assert line in result.describe()
 
 
@@ -76,10 +77,11 @@ def test_pairs_that_never_agree_stop_at_the_most_pairs():
 
 def test_a_diffusion_no_longer_than_the_short_run_is_timed_whole():
     clock, calls = planted([1.0])
-    result = estimate(clock, timesteps=(SHORT + LONG) * sampling.MIN_PAIRS)
-    assert calls == [] and not result.estimated and result.timed_steps == result.steps == 21
+    steps = (SHORT + LONG) * sampling.MIN_PAIRS
+    result = estimate(clock, timesteps=steps)
+    assert calls == [] and not result.estimated and result.timed_steps == result.steps == steps
     assert CountingSampler.calls == [3, None]  # the warm-up, then every step
-    assert "for 21 steps" in result.describe()
+    assert f"for {steps} steps" in result.describe()
 
 
 def test_pairs_whose_steps_read_no_time_fall_back_to_timing_the_whole_sample():

@@ -33,9 +33,9 @@ from torch.autograd import DeviceType
 from meddpm.measure.profiling.kernel_mix import GROUPS, group_of
 from meddpm.measure.profiling.scopes import (
     Attribution,
+    KinetoDtypes,
     Site,
     device_kernels,
-    kineto_dtypes,
     module_bytes,
     module_scopes,
 )
@@ -105,7 +105,7 @@ def profile_iteration(step: Callable[[], object], device: torch.device, flops: i
             torch.cuda.synchronize(device)
     events = prof.events()
     records = prof.profiler.kineto_results.events()
-    attribution = Attribution(events, kineto_dtypes(records))
+    attribution = Attribution(events, KinetoDtypes(records))
     if cuda:
         allocated = torch.cuda.memory_stats(device).get(_ALLOCATED, 0) - before
         kernels = device_kernels(events)

@@ -141,14 +141,22 @@ class Attribution:
         return next((p.name for p in _ancestors(event) if _is_scope(p.name)), "")
 
 
-def kineto_dtypes(records: Iterable[Any]) -> dict[int, list[str]]:
+class KinetoDtypes(Mapping[int, Sequence[str]]):
     """Each aten operator's input dtypes by its event's id, from Kineto's own records
-    (``prof.profiler.kineto_results.events()``): an older torch (2.11) keeps them there only, not on its events."""
-    return {
-        r.correlation_id(): list(r.dtypes())
-        for r in records
-        if r.device_type() == DeviceType.CPU and r.name().startswith("aten::")
-    }
+    (``prof.profiler.kineto_results.events()``): an older torch (2.11) keeps them there only, not on its events.
+    Read on demand: an iteration holds tens of thousands of records, and only the launching operators are asked."""
+
+    def __init__(self, records: Iterable[Any]):
+        self._records = {r.correlation_id(): r for r in records if r.device_type() == DeviceType.CPU}
+
+    def __getitem__(self, key: int) -> Sequence[str]:
+        return list(self._records[key].dtypes())
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._records)
+
+    def __len__(self) -> int:
+        return len(self._records)
 
 
 def module_bytes(events: Sequence[Any], attribution: Attribution, device: torch.device) -> dict[str, int]:
