@@ -127,6 +127,8 @@ def _folded_like(runs: Runs, profile: StoredProfile) -> list[list[ProfileRow]]:
 def _memory(bytes_a: Sequence[Mapping[str, int]], stored: Mapping[str, Sequence[int]]) -> list[ExplainRow]:
     """Per module type, the bytes its forward kept in this run and in the baseline (medians over processes); the
     baseline keeps types only, so ``module`` names the instances where this run keeps most."""
+    if not bytes_a or not stored:  # one side measured none (a compiled step has no module scopes)
+        return []
     now = _bytes_by_type(bytes_a)
     rows = []
     for kind in sorted(set(now) | set(stored)):
