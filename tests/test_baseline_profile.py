@@ -12,7 +12,6 @@ from dataclasses import replace
 import pytest
 import torch
 
-from meddpm import COMBOS, ModelConfig, TrainStep
 from meddpm.judge.baseline import SCHEMA, BaselineError, dumps_reviewable, load_baseline, save_baseline
 from meddpm.judge.stored_profile import FLOOR, MAX_ROWS, compact_profile, explain_stored, stored_name
 from meddpm.measure.profiling.iteration import ProfileRow, iteration_counts, profile_iteration
@@ -22,6 +21,7 @@ from meddpm.suite.records import results_payload
 from meddpm.suite.session import SuiteRun
 from meddpm.suite.summary import markdown_summary
 from tests.test_explain_counts import result
+from tests.test_explain_rows import tiny_step  # noqa: F401  (the fixture: the tiny preset's step, warmed up)
 
 CPU = torch.device("cpu")
 CASE = PerfCase("cpu", "tiny", "opt1", 1)
@@ -29,15 +29,7 @@ KEY = "tiny/opt1/b1"
 
 
 @pytest.fixture(scope="module")
-def tiny_step() -> TrainStep:
-    torch.manual_seed(0)
-    step = TrainStep(ModelConfig.preset("tiny"), COMBOS["baseline"], 1, CPU)
-    step()
-    return step
-
-
-@pytest.fixture(scope="module")
-def profiles(tiny_step):
+def profiles(tiny_step):  # noqa: F811  (the fixture imported above)
     """Two processes' profiles of the tiny preset's iteration, and one with a Swish after every ``Conv3d``."""
     plain = [profile_iteration(tiny_step, CPU) for _ in range(2)]
     handles = [
@@ -189,3 +181,23 @@ def test_a_corrupt_profile_is_refused_in_one_line_naming_file_case_and_field(sav
     message = str(refused.value)
     assert "\n" not in message and str(saved_file) in message and KEY in message, message
     assert field in message, message
+
+
+def test_gpu_rows_without_scopes_and_renumbered_inductor_kernels_match_the_stored_profile():
+    """A compiled step's kernels run under no module scope and no aten operator; another compile renumbers them."""
+    saved = [
+        ProfileRow("triton_red_fused_group_norm_17", "normalization", 35, 3.0, "", "", "triton_red_fused_group_norm"),
+        ProfileRow("triton_tem_fused_convolution_0", "convolution", 40, 60.0, "", "", "triton_tem_fused_convolution"),
+        ProfileRow("Memset (Device)", "copy/layout", 3, 0.001, "", "", "Memset (Device)"),
+    ]  # fmt: skip
+    stored = compact_profile([saved, saved], [{}, {}])
+    assert [r.module for r in stored.rows] == ["outside modules"] * 2 and stored.folded[0].module == "outside modules"
+    renumbered = [replace(saved[0], name="triton_red_fused_group_norm_19"), *saved[1:]]
+    rows = explain_stored([renumbered], [{}], stored)
+    assert not [r for r in rows if r.level == "name" and r.change in ("appeared", "vanished")]
+    assert not [r for r in rows if r.level == "memory"]  # no module scopes: no bytes per module on either side
+    planted = explain_stored(
+        [[*renumbered, ProfileRow("triton_poi_fused_mul_3", "elementwise", 35, 0.01)]], [{}], stored
+    )
+    new = [r for r in planted if r.level == "name" and r.change == "appeared"]
+    assert [(r.name, r.count_a) for r in new] == [("triton_poi_fused_mul_3", 35)]

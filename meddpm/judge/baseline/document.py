@@ -76,7 +76,7 @@ ROW_COLUMNS = ("name", "label", "category", "module", "op", "calls", "ms")
 FOLDED_COLUMNS = ("category", "module", "rows", "calls", "ms")
 
 
-def _per_process(value: Any, where: str, processes: int, read: Any) -> tuple[Any, ...]:
+def _per_process(value: Any, where: str, *, processes: int, read: Any) -> tuple[Any, ...]:
     """One figure per saving process, each read by ``read``."""
     values = json_list(value, where)
     if len(values) != processes:
@@ -84,12 +84,15 @@ def _per_process(value: Any, where: str, processes: int, read: Any) -> tuple[Any
     return tuple(read(x, f"{where}[{i}]") for i, x in enumerate(values))
 
 
-def _columns(value: Any, where: str, columns: tuple[str, ...]) -> dict[str, Any]:
-    """A row stored as a list, one value per column."""
-    values = json_list(value, where)
-    if len(values) != len(columns):
-        raise Invalid(f"{where} with {len(values)} value(s), which must be [{', '.join(columns)}]")
-    return dict(zip(columns, values))
+def _table(value: Any, where: str, cls: type, readers: dict[str, Any]) -> tuple[Any, ...]:
+    """Rows stored as lists, one value per column, each read by its column's reader into ``cls``."""
+    rows = []
+    for i, row in enumerate(json_list(value, where)):
+        at, values = f"{where}[{i}]", json_list(row, f"{where}[{i}]")
+        if len(values) != len(readers):
+            raise Invalid(f"{at} with {len(values)} value(s), which must be [{', '.join(readers)}]")
+        rows.append(cls(**{c: read(v, f"{at}.{c}") for (c, read), v in zip(readers.items(), values)}))
+    return tuple(rows)
 
 
 def _profile(value: Any, where: str) -> StoredProfile:
@@ -100,31 +103,15 @@ def _profile(value: Any, where: str) -> StoredProfile:
     processes = integer(d["processes"], f"{where}.processes")
     if processes < 1:
         raise Invalid(f"{where}.processes = {processes}, which must be 1 or more")
-    rows = []
-    for i, row in enumerate(json_list(d["rows"], f"{where}.rows")):
-        at = f"{where}.rows[{i}]"
-        r = _columns(row, at, ROW_COLUMNS)
-        rows.append(
-            StoredRow(
-                *(text(r[c], f"{at}.{c}") for c in ROW_COLUMNS[:5]),
-                calls=_per_process(r["calls"], f"{at}.calls", processes, integer),
-                ms=_per_process(r["ms"], f"{at}.ms", processes, number),
-            )
-        )
-        one_of(rows[-1].category, f"{at}.category", GROUPS)
-    folded = []
-    for i, row in enumerate(json_list(d["folded"], f"{where}.folded")):
-        at = f"{where}.folded[{i}]"
-        f = _columns(row, at, FOLDED_COLUMNS)
-        folded.append(
-            FoldedRows(
-                category=one_of(f["category"], f"{at}.category", GROUPS),
-                module=text(f["module"], f"{at}.module"),
-                rows=integer(f["rows"], f"{at}.rows"),
-                calls=_per_process(f["calls"], f"{at}.calls", processes, integer),
-                ms=_per_process(f["ms"], f"{at}.ms", processes, number),
-            )
-        )
+    calls = partial(_per_process, processes=processes, read=integer)
+    ms = partial(_per_process, processes=processes, read=number)
+    group = partial(one_of, choices=GROUPS)
+    rows = _table(
+        d["rows"], f"{where}.rows", StoredRow, dict(zip(ROW_COLUMNS, (text, text, group, text, text, calls, ms)))
+    )
+    folded = _table(
+        d["folded"], f"{where}.folded", FoldedRows, dict(zip(FOLDED_COLUMNS, (group, text, integer, calls, ms)))
+    )
     held = mapping(d["module_bytes"], f"{where}.module_bytes")
     folded_keys = text(d["folded_keys"], f"{where}.folded_keys")
     if not _DIGESTS.fullmatch(folded_keys):
@@ -133,10 +120,11 @@ def _profile(value: Any, where: str) -> StoredProfile:
     return StoredProfile(
         processes=processes,
         floor=number(d["floor"], f"{where}.floor"),
-        rows=tuple(rows),
-        folded=tuple(folded),
+        rows=rows,
+        folded=folded,
         module_bytes={
-            str(k): _per_process(v, f"{where}.module_bytes[{k!r}]", processes, integer) for k, v in held.items()
+            str(k): _per_process(v, f"{where}.module_bytes[{k!r}]", processes=processes, read=integer)
+            for k, v in held.items()
         },
         folded_keys=folded_keys,
     )
