@@ -121,17 +121,17 @@ def stored_file(counts: dict[str, CountRange]) -> BaselineFile:
     return BaselineFile(arch="h200", cases={"paper/opt1/b1": replace(case(), counts=counts)})
 
 
-def test_counts_round_trip_in_schema_4(tmp_path):
+def test_counts_round_trip_in_the_current_schema(tmp_path):
     path = tmp_path / "h200.json"
     saved = stored_file({"launches": CountRange(6076, 6080), "bytes_allocated": CountRange(10, 10)})
     save_baseline(path, saved)
     data = json.loads(path.read_text())
-    assert data["schema"] == SCHEMA == "meddpm-baseline/4"
+    assert data["schema"] == SCHEMA == "meddpm-baseline/5"
     assert data["cases"]["paper/opt1/b1"]["counts"]["launches"] == {"min": 6076, "max": 6080}
     assert load_baseline(path, "h200") == saved
 
 
-def test_a_version_3_file_is_read_with_no_counts_and_written_back_as_4(tmp_path):
+def test_a_version_3_file_is_read_with_no_counts_and_written_back_as_the_current_one(tmp_path):
     path = tmp_path / "h200.json"
     save_baseline(path, stored_file({}))
     data = json.loads(path.read_text())
@@ -144,7 +144,8 @@ def test_a_version_3_file_is_read_with_no_counts_and_written_back_as_4(tmp_path)
     assert json.loads(path.read_text())["schema"] == SCHEMA
     data["cases"]["paper/opt1/b1"]["counts"] = {"launches": {"min": 1, "max": 1}}
     path.write_text(json.dumps(data))
-    message = f"a malformed meddpm-baseline/3 file (cases['paper/opt1/b1'].counts, which {SCHEMA} and later read); "
+    message = "a malformed meddpm-baseline/3 file (cases['paper/opt1/b1'].counts, which meddpm-baseline/4 and later "
+    message += "read); "
     with pytest.raises(BaselineError, match=re.escape(message + f'set "schema" to "{SCHEMA}"')):
         load_baseline(path, "h200")
 

@@ -99,15 +99,17 @@ def module_type(module: str) -> str:
     return found.group(1) if found else OUTSIDE
 
 
-def explain(runs_a: Runs, runs_b: Runs) -> list[ExplainRow]:
-    """Side A's processes against side B's: module types, groups, then every kernel or operator, by movement."""
+def explain(runs_a: Runs, runs_b: Runs, name_key: Callable[[str], str] = match_key) -> list[ExplainRow]:
+    """Side A's processes against side B's: module types, groups, then every kernel or operator, by movement.
+
+    ``name_key``: the name two rows are matched by (with their label); a stored profile's is cut where long."""
     total = statistics.median(sum(r.ms for r in rows) for rows in [*runs_a, *runs_b]) if runs_a or runs_b else 0.0
     judge = _Judge(total)
     by_type = _level("module", runs_a, runs_b, lambda r: module_type(r.module), judge)
     by_type = [replace_detail(row, _detail(row.name, runs_a, runs_b)) for row in by_type]
     by_group = [r for r in _level("category", runs_a, runs_b, lambda r: r.category, judge) if r.count_a or r.count_b]
     by_group.sort(key=lambda r: GROUPS.index(r.name))
-    by_name = _level("name", runs_a, runs_b, lambda r: f"{match_key(r.name)}\t{r.label}", judge)
+    by_name = _level("name", runs_a, runs_b, lambda r: f"{name_key(r.name)}\t{r.label}", judge)
     return [*sorted(by_type, key=lambda r: r.movement), *sorted(by_group, key=lambda r: r.movement),
             *sorted(_distinct(by_name), key=lambda r: r.movement)]  # fmt: skip
 
@@ -120,7 +122,7 @@ def memory_rows(bytes_a: Sequence[Mapping[str, int]], bytes_b: Sequence[Mapping[
     for kind in types:
         a = _median_of([sum(v for m, v in run.items() if module_type(m) == kind) for run in bytes_a])
         b = _median_of([sum(v for m, v in run.items() if module_type(m) == kind) for run in bytes_b])
-        grown = _top(
+        grown = top(
             {m: _median_of([r.get(m, 0) for r in bytes_a]) - _median_of([r.get(m, 0) for r in bytes_b])
              for side in (*bytes_a, *bytes_b) for m in side if module_type(m) == kind}
         )  # fmt: skip
@@ -197,7 +199,7 @@ def _level(level: str, runs_a: Runs, runs_b: Runs, key: Callable[[ProfileRow], s
             ExplainRow(
                 level, sample.name if named else k, sample.category if named else k,
                 round(_median_of(ca)), round(_median_of(cb)), round(_median_of(ma), 4), round(_median_of(mb), 4),
-                (sample.label or sample.name) if named else k, _top(modules), _top(ops), judge((ca, cb), (ma, mb)),
+                (sample.label or sample.name) if named else k, top(modules), top(ops), judge((ca, cb), (ma, mb)),
             )
         )  # fmt: skip
     return found
@@ -225,7 +227,7 @@ def _where(signed: Sequence[tuple[int, ProfileRow]]) -> tuple[dict[str, float], 
     return modules, ops
 
 
-def _top(moved: Mapping[str, float], n: int = 2) -> str:
+def top(moved: Mapping[str, float], n: int = 2) -> str:
     """The ``n`` keys that moved most, and how many more moved."""
     ranked = [k for k, v in sorted(moved.items(), key=lambda kv: -abs(kv[1])) if v and k]
     more = f" +{len(ranked) - n} more" if len(ranked) > n else ""

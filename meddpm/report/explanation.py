@@ -15,6 +15,10 @@ import pandas as pd
 
 from meddpm.measure.profiling.names import short_name
 
+NO_PROFILE = (
+    "the baseline keeps no profile of this case (saved before meddpm-baseline/5), so only its counts are compared; "
+    "--save-baseline on this GPU would store one"
+)
 EXPLAIN_TOP_ROWS = 8  # the rows of a flagged case that summary.md, the terminal and the bench show
 _MIB = 2**20
 
@@ -119,9 +123,11 @@ def counts_table(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
 
 
 def explanation_lines(rows: Sequence[Mapping[str, Any]], markdown: bool) -> list[str]:
-    """A flagged case's roll-up, memory and share lines, then its table of rows (or of counts), as text or
-    Markdown."""
-    lines = [f"- {line}" if markdown else f"  {line}" for line in (*rollup_lines(rows), *memory_lines(rows))]
+    """A flagged case's roll-up, memory and share lines, then its table of rows (or of counts, with one line saying
+    that the baseline keeps no profile), as text or Markdown."""
+    counted = any(r["level"] == "count" for r in rows)
+    said = (*rollup_lines(rows), *memory_lines(rows), *([NO_PROFILE] if counted else []))
+    lines = [f"- {line}" if markdown else f"  {line}" for line in said]
     share = share_line(rows)
     tables = [t for t in (explain_table(rows), counts_table(rows)) if len(t)]
     if markdown:

@@ -18,6 +18,7 @@ from meddpm.judge.drift import Attribution
 from meddpm.judge.explain import ExplainRow
 from meddpm.judge.verdict import MEMORY_METRICS, Verdict
 from meddpm.measure.campaign.result import ComboResult
+from meddpm.measure.profiling.iteration import ProfileRow
 from meddpm.measure.statistics.compare import between_process_spread
 from meddpm.suite.options import SuiteOptions
 
@@ -75,6 +76,8 @@ class CaseRecord:
     verdicts: list[Verdict] = field(default_factory=list)
     process_medians_ms: list[float] = field(default_factory=list)  # empty: measured in the pytest process
     run_counts: list[dict[str, int]] = field(default_factory=list)  # each run's counts of its profiled iteration
+    run_profiles: list[list[ProfileRow]] = field(default_factory=list)  # each run's profiled rows, for saving
+    run_module_bytes: list[dict[str, int]] = field(default_factory=list)  # each run's bytes kept per module
     explain: list[ExplainRow] = field(default_factory=list)  # what moved, where a verdict flags the case
     attribution: Attribution | None = None  # code or machine, in a run against the last good run's commit
 

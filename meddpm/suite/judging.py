@@ -26,6 +26,7 @@ from meddpm.judge.baseline import (
 )
 from meddpm.judge.counts import farthest, judge_counts
 from meddpm.judge.explain import explain_counts, flagged
+from meddpm.judge.stored_profile import explain_stored
 from meddpm.judge.verdict import UNDER_THRESHOLD, Verdict, judge_case, judge_expectation, judge_figures, judge_samples
 from meddpm.measure.campaign.protocol import MeasuringCampaign
 from meddpm.measure.processes.campaign import ProcessCampaign
@@ -87,7 +88,8 @@ class Judging:
         return self.judge_counts(record)
 
     def judge_counts(self, record: CaseRecord) -> list[Verdict]:
-        """Add the counts verdicts of the record's case against its stored spread (and, if flagged, what moved).
+        """Add the counts verdicts of the record's case against its stored spread and, if flagged, what moved: by
+        rows against the stored profile, or by counts where the baseline keeps none.
 
         Counts need no quiet machine: the suite judges them for a case whose time is too noisy to judge.
         """
@@ -95,7 +97,9 @@ class Judging:
         assert stored is not None, "judge_counts() needs a stored case"
         counts = judge_counts(str(record.case.key), record.run_counts, stored.counts)
         record.verdicts = [*record.verdicts, *counts]
-        if flagged(record.verdicts) and stored.counts and record.run_counts:
+        if flagged(record.verdicts) and stored.profile and record.run_profiles:
+            record.explain = explain_stored(record.run_profiles, record.run_module_bytes, stored.profile)
+        elif flagged(record.verdicts) and stored.counts and record.run_counts:  # saved before profiles
             record.explain = explain_counts(farthest(record.run_counts, stored.counts), stored.counts)
         return _settle(record)
 

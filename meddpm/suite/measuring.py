@@ -212,7 +212,14 @@ class Measuring:
         runs = self.campaign(case.on_gpu, case.preset, case.batch_size).measurements()[case.combo]
         record = self.records.setdefault(
             case.id,
-            CaseRecord(case, runs.pooled, process_medians_ms=runs.process_medians_ms, run_counts=runs.run_counts),
+            CaseRecord(
+                case,
+                runs.pooled,
+                process_medians_ms=runs.process_medians_ms,
+                run_counts=runs.run_counts,
+                run_profiles=runs.run_profiles,
+                run_module_bytes=runs.run_module_bytes,
+            ),
         )
         return record.result
 

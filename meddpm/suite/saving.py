@@ -18,6 +18,7 @@ import torch
 
 from meddpm.judge.baseline import BaselineFile, CaseBaseline, NcuBaseline, Noise, update_baseline
 from meddpm.judge.counts import count_ranges
+from meddpm.judge.stored_profile import compact_profile
 from meddpm.measure.energy.counter import ENERGY_METHOD
 from meddpm.measure.machine.environment import environment
 from meddpm.measure.processes.ddp import DdpResult
@@ -179,6 +180,7 @@ def _case_baseline(record: CaseRecord, env: dict[str, Any]) -> CaseBaseline:
         energy_quantisation=None if energy is None else round(energy.quantisation, 5),
         energy_replicates_j=[] if energy is None else [round(x, 3) for x in energy.replicates],
         counts=count_ranges(record.run_counts),
+        profile=compact_profile(record.run_profiles, record.run_module_bytes) if record.run_profiles else None,
     )
 
 

@@ -1,9 +1,9 @@
 """Per-architecture baseline files (``baselines/<arch>.json``): schema, loading and atomic saving.
 
-Schema ``meddpm-baseline/4`` (documented in ``baselines/README.md``)::
+Schema ``meddpm-baseline/5`` (documented in ``baselines/README.md``)::
 
     {
-      "schema": "meddpm-baseline/4",
+      "schema": "meddpm-baseline/5",
       "arch": "h200",
       "tolerances": {"time_rel": 0.05, "memory_rel": 0.02, "energy_rel": 0.10, "alpha": 0.01},
       "expectations": [{"preset": "paper", "metric": "time", "combo": "opt1", "reference": "baseline",
@@ -16,6 +16,11 @@ Schema ``meddpm-baseline/4`` (documented in ``baselines/README.md``)::
                                    "between_run_rel": ..., "between_run_source": "..."},
                                    "counts": {"launches": {"min": ..., "max": ...},
                                               "launches.convolution": {...}, "bytes_allocated": {...}, ...},
+                                   "profile": {"processes": 3, "floor": 0.005,
+                                               "rows": [[name, label, category, module type, op, [calls...],
+                                                         [ms...]], ...],
+                                               "folded": [[category, rows, [calls...], [ms...]], ...],
+                                               "module_bytes": {"Conv3d": [bytes...], ...}},
                                    "environment": {...}}},
       "ratios": {"paper/b1": {"opt1/baseline": {"median": ..., "q1": ..., "q3": ...}}},
       "ncu": {"paper/opt1/b1": {"provenance": "measured", "totals": {"sm_cycles": ..., ...},
@@ -32,7 +37,12 @@ a version-1 or 2 file is read with none (its ``reference: null`` is refused).
 Version 4 added each case's ``counts``: the spread (min and max over the saving run's processes) of its
 profiled iteration's launches in all and per group, bytes allocated and FLOPs, which gate every run
 (docs/explain.md); a version-1 to 3 file is read as version 4 with no counts (its cases are not gated on
-counts until saved again) and may not hold them. An older file is written back as the current version by
+counts until saved again) and may not hold them.
+Version 5 added each case's compact ``profile``: per saving process, the calls and milliseconds of its profiled
+iteration's rows summed per module type, those under a floor folded per group, and the bytes each module type's
+forward kept (:mod:`meddpm.judge.stored_profile`); a failure against the case is explained by rows, as an A/B is.
+A version-1 to 4 file is read as version 5 with no profiles (failures explained by counts until saved again) and
+may not hold them. An older file is written back as the current version by
 the next save. Every key is checked: an unknown one is refused,
 naming the nearest known key, rather than ignored.
 
@@ -64,9 +74,12 @@ from meddpm.judge.baseline.model import (
     CaseKey,
     CountRange,
     Expectation,
+    FoldedRows,
     NcuBaseline,
     Noise,
     SamplingBudget,
+    StoredProfile,
+    StoredRow,
     Tolerances,
 )
 from meddpm.judge.baseline.store import baseline_path, dumps_reviewable, load_baseline, save_baseline, update_baseline
@@ -81,9 +94,12 @@ __all__ = [
     "CaseKey",
     "CountRange",
     "Expectation",
+    "FoldedRows",
     "NcuBaseline",
     "Noise",
     "SamplingBudget",
+    "StoredProfile",
+    "StoredRow",
     "Tolerances",
     "baseline_path",
     "dumps_reviewable",

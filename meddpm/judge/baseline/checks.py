@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import statistics
 
-from meddpm.judge.baseline.model import BaselineFile, CaseKey, Expectation, NcuBaseline, Tolerances
+from meddpm.judge.baseline.model import BaselineFile, CaseKey, Expectation, NcuBaseline, StoredProfile, Tolerances
 from meddpm.judge.baseline.reader import Invalid
 from meddpm.measure.energy.counter import ENERGY_METHOD
 from meddpm.measure.profiling.ncu_metrics import METRICS
@@ -70,6 +70,8 @@ def validate(baseline: BaselineFile) -> None:
                 median,
                 "a finite time above 0",
             )
+        if case.profile is not None:
+            _check_profile(f"{where}.profile", case.profile)
         for name, spread in case.counts.items():
             _require(0 <= spread.min <= spread.max, f"{where}.counts[{name!r}].min", spread.min, "0 or more, up to max")
         for name in ("between_process_rel", "between_run_rel"):
@@ -158,6 +160,22 @@ def _check_expectation(e: Expectation, ncu: dict[str, NcuBaseline]) -> None:
         _require(e.reference == e.combo, f"{where}.reference", e.reference, f"the combo itself ({e.combo!r})")
         return
     _require(False, f"{where}.metric", e.metric, "time, scaling_efficiency or ncu:<key>")
+
+
+def _check_profile(where: str, profile: StoredProfile) -> None:
+    """Calls and bytes are counts and milliseconds are times: none below 0."""
+    _require(0 < profile.floor < 1, f"{where}.floor", profile.floor, "a share above 0 and below 1")
+    entries = [(f"rows[{i}]", r.calls, r.ms) for i, r in enumerate(profile.rows)]
+    entries += [(f"folded[{i}]", f.calls, f.ms) for i, f in enumerate(profile.folded)]
+    for at, calls, ms in entries:
+        for p, (c, t) in enumerate(zip(calls, ms)):
+            _require(c >= 0, f"{where}.{at}.calls[{p}]", c, "0 or more")
+            _require(t >= 0, f"{where}.{at}.ms[{p}]", t, "0 or more")
+    for i, f in enumerate(profile.folded):
+        _require(f.rows >= 1, f"{where}.folded[{i}].rows", f.rows, "1 or more")
+    for kind, held in profile.module_bytes.items():
+        for p, value in enumerate(held):
+            _require(value >= 0, f"{where}.module_bytes[{kind!r}][{p}]", value, "bytes, 0 or more")
 
 
 def _check_tolerances(where: str, tol: Tolerances) -> None:

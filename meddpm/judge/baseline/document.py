@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict
 from functools import partial
 from typing import Any
@@ -14,9 +15,12 @@ from meddpm.judge.baseline.model import (
     CaseBaseline,
     CountRange,
     Expectation,
+    FoldedRows,
     NcuBaseline,
     Noise,
     SamplingBudget,
+    StoredProfile,
+    StoredRow,
     Tolerances,
 )
 from meddpm.judge.baseline.reader import (
@@ -32,9 +36,11 @@ from meddpm.judge.baseline.reader import (
     optional_integer,
     optional_number,
     required_fields,
+    short,
     subfield,
     text,
 )
+from meddpm.measure.profiling.kernel_mix import GROUPS
 from meddpm.versioned.loader import Kind
 
 _RATIO_FIELDS = ("median", "q1", "q3", "min", "max")
@@ -62,6 +68,78 @@ def _counts(value: Any, where: str) -> dict[str, CountRange]:
         d = object_with_keys(spread, at, field_names(CountRange), field_names(CountRange))
         ranges[str(name)] = CountRange(min=integer(d["min"], f"{at}.min"), max=integer(d["max"], f"{at}.max"))
     return ranges
+
+
+_PROFILE = ("processes", "floor", "rows", "folded", "folded_keys", "module_bytes")
+_DIGESTS = re.compile(r"([0-9a-f]{5}( |$))*")
+ROW_COLUMNS = ("name", "label", "category", "module", "op", "calls", "ms")
+FOLDED_COLUMNS = ("category", "module", "rows", "calls", "ms")
+
+
+def _per_process(value: Any, where: str, *, processes: int, read: Any) -> tuple[Any, ...]:
+    """One figure per saving process, each read by ``read``."""
+    values = json_list(value, where)
+    if len(values) != processes:
+        raise Invalid(f"{where} with {len(values)} value(s), which must hold one per process ({processes})")
+    return tuple(read(x, f"{where}[{i}]") for i, x in enumerate(values))
+
+
+def _table(value: Any, where: str, cls: type, readers: dict[str, Any]) -> tuple[Any, ...]:
+    """Rows stored as lists, one value per column, each read by its column's reader into ``cls``."""
+    rows = []
+    for i, row in enumerate(json_list(value, where)):
+        at, values = f"{where}[{i}]", json_list(row, f"{where}[{i}]")
+        if len(values) != len(readers):
+            raise Invalid(f"{at} with {len(values)} value(s), which must be [{', '.join(readers)}]")
+        rows.append(cls(**{c: read(v, f"{at}.{c}") for (c, read), v in zip(readers.items(), values)}))
+    return tuple(rows)
+
+
+def _profile(value: Any, where: str) -> StoredProfile:
+    """A case's compact profile: its rows as ``[name, label, category, module, op, calls, ms]``, calls and ms one
+    value per process; the folded rows as ``[category, module, rows, calls, ms]`` and their keys' digests; the bytes per
+    module type."""
+    d = object_with_keys(value, where, _PROFILE, _PROFILE)
+    processes = integer(d["processes"], f"{where}.processes")
+    if processes < 1:
+        raise Invalid(f"{where}.processes = {processes}, which must be 1 or more")
+    calls = partial(_per_process, processes=processes, read=integer)
+    ms = partial(_per_process, processes=processes, read=number)
+    group = partial(one_of, choices=GROUPS)
+    rows = _table(
+        d["rows"], f"{where}.rows", StoredRow, dict(zip(ROW_COLUMNS, (text, text, group, text, text, calls, ms)))
+    )
+    folded = _table(
+        d["folded"], f"{where}.folded", FoldedRows, dict(zip(FOLDED_COLUMNS, (group, text, integer, calls, ms)))
+    )
+    held = mapping(d["module_bytes"], f"{where}.module_bytes")
+    folded_keys = text(d["folded_keys"], f"{where}.folded_keys")
+    if not _DIGESTS.fullmatch(folded_keys):
+        rule = "which must be digests of 5 hex digits, one space apart"
+        raise Invalid(f"{where}.folded_keys = {short(folded_keys)}, {rule}")
+    return StoredProfile(
+        processes=processes,
+        floor=number(d["floor"], f"{where}.floor"),
+        rows=rows,
+        folded=folded,
+        module_bytes={
+            str(k): _per_process(v, f"{where}.module_bytes[{k!r}]", processes=processes, read=integer)
+            for k, v in held.items()
+        },
+        folded_keys=folded_keys,
+    )
+
+
+def profile_to_json(profile: StoredProfile) -> dict[str, Any]:
+    """The JSON object of a stored profile: each row a list (one line in the file)."""
+    return {
+        "processes": profile.processes,
+        "floor": profile.floor,
+        "rows": [[r.name, r.label, r.category, r.module, r.op, list(r.calls), list(r.ms)] for r in profile.rows],
+        "folded": [[f.category, f.module, f.rows, list(f.calls), list(f.ms)] for f in profile.folded],
+        "folded_keys": profile.folded_keys,
+        "module_bytes": {k: list(v) for k, v in profile.module_bytes.items()},
+    }
 
 
 def _case(key: str, value: Any) -> CaseBaseline:
@@ -94,6 +172,7 @@ def _case(key: str, value: Any) -> CaseBaseline:
         energy_quantisation=optional_number(d.get("energy_quantisation"), at("energy_quantisation")),
         energy_replicates_j=numbers(d.get("energy_replicates_j", []), at("energy_replicates_j")),
         counts=_counts(d.get("counts", {}), at("counts")),
+        profile=None if d.get("profile") is None else _profile(d["profile"], at("profile")),
     )
     if str(case.key) != key:
         raise Invalid(f"{where} describing {case.key}", f"name it {str(case.key)!r} or correct its fields")
@@ -220,14 +299,30 @@ def baseline_3_to_4(document: dict[str, Any]) -> dict[str, Any]:
     cases = document.get("cases")
     for key, case in cases.items() if isinstance(cases, dict) else []:
         if isinstance(case, dict) and "counts" in case:
-            raise Invalid(f"cases[{key!r}].counts, which {SCHEMA} and later read", f'set "schema" to "{SCHEMA}"')
+            where = f"cases[{key!r}].counts"
+            raise Invalid(f"{where}, which {OLD_SCHEMAS[3]} and later read", f'set "schema" to "{SCHEMA}"')
+    return document
+
+
+def baseline_4_to_5(document: dict[str, Any]) -> dict[str, Any]:
+    """Version 5 added each case's compact profile, optional: a version-4 file has none, so a profile in one is a
+    mistake to refuse (its failures are explained by counts until the case is saved again)."""
+    cases = document.get("cases")
+    for key, case in cases.items() if isinstance(cases, dict) else []:
+        if isinstance(case, dict) and "profile" in case:
+            raise Invalid(f"cases[{key!r}].profile, which {SCHEMA} and later read", f'set "schema" to "{SCHEMA}"')
     return document
 
 
 BASELINE = Kind(
     family="meddpm-baseline",
     versions=(*OLD_SCHEMAS, SCHEMA),
-    steps={OLD_SCHEMAS[0]: baseline_1_to_2, OLD_SCHEMAS[1]: baseline_2_to_3, OLD_SCHEMAS[2]: baseline_3_to_4},
+    steps={
+        OLD_SCHEMAS[0]: baseline_1_to_2,
+        OLD_SCHEMAS[1]: baseline_2_to_3,
+        OLD_SCHEMAS[2]: baseline_3_to_4,
+        OLD_SCHEMAS[3]: baseline_4_to_5,
+    },
     noun="baseline file",
     fix="restore it from version control or re-create it with --save-baseline",
     newer_fix="re-create it with --save-baseline (see baselines/README.md), or use the meddpm-perf that wrote it",
@@ -243,6 +338,10 @@ def to_dict(baseline: BaselineFile) -> dict[str, Any]:
             del d["tolerances"]
         if not d["counts"]:  # none profiled (a data-parallel case, or saved before counts): nothing to store
             del d["counts"]
+        if case.profile is None:
+            del d["profile"]
+        else:
+            d["profile"] = profile_to_json(case.profile)
         cases[key] = d
     return {
         "schema": SCHEMA,

@@ -14,8 +14,8 @@ from typing import Any
 from meddpm.errors import UserError
 from meddpm.measure.energy.counter import ENERGY_METHOD, EnergyEstimate
 
-SCHEMA = "meddpm-baseline/4"
-OLD_SCHEMAS = ("meddpm-baseline/1", "meddpm-baseline/2", "meddpm-baseline/3")  # read and upgraded in memory
+SCHEMA = "meddpm-baseline/5"
+OLD_SCHEMAS = ("meddpm-baseline/1", "meddpm-baseline/2", "meddpm-baseline/3", "meddpm-baseline/4")  # read, upgraded
 PROVENANCES = ("measured", "paper", "target")
 
 
@@ -123,6 +123,61 @@ class CountRange:
 
 
 @dataclass(frozen=True)
+class StoredRow:
+    """One row of a stored profile: a kernel (GPU) or aten operator (CPU) in one module type, launched by one aten
+    operator, with its calls and milliseconds in each of the saving run's processes."""
+
+    name: str  # the name rows are matched by, long ones cut and ended by a digest (docs/explain.md)
+    label: str
+    category: str
+    module: str  # the module type ("Conv3d", "optimizer", "outside modules"), not the instance
+    op: str
+    calls: tuple[int, ...]
+    ms: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class FoldedRows:
+    """The rows of one group and module type whose share of the iteration's time was under the profile's floor,
+    summed per process."""
+
+    category: str
+    module: str
+    rows: int
+    calls: tuple[int, ...]
+    ms: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class StoredProfile:
+    """A compact profile of a case's profiled iteration in each of the saving run's processes: the rows that hold
+    more than ``floor`` of the iteration's time, the rest folded per group and module type (with a digest of each one's
+    key), and the bytes each module type's forward left allocated. What a failure against the baseline is explained
+    with (docs/explain.md, :mod:`meddpm.judge.stored_profile`)."""
+
+    processes: int
+    floor: float
+    rows: tuple[StoredRow, ...]
+    folded: tuple[FoldedRows, ...] = ()
+    module_bytes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    folded_keys: str = ""  # a digest of each folded row's key, so that a new row is not taken for a folded one
+
+    @property
+    def folded_shares(self) -> tuple[float, float]:
+        """What the folded rows hold of the iteration: the share of its calls and of its milliseconds (medians over
+        the processes of each sum's share)."""
+        calls = [sum(f.calls[p] for f in self.folded) / max(1, self._total_calls(p)) for p in range(self.processes)]
+        ms = [sum(f.ms[p] for f in self.folded) / (self._total_ms(p) or 1.0) for p in range(self.processes)]
+        return sorted(calls)[len(calls) // 2], sorted(ms)[len(ms) // 2]
+
+    def _total_calls(self, p: int) -> int:
+        return sum(r.calls[p] for r in self.rows) + sum(f.calls[p] for f in self.folded)
+
+    def _total_ms(self, p: int) -> float:
+        return sum(r.ms[p] for r in self.rows) + sum(f.ms[p] for f in self.folded)
+
+
+@dataclass(frozen=True)
 class CaseBaseline:
     """The stored measurement of one case."""
 
@@ -148,6 +203,7 @@ class CaseBaseline:
     energy_quantisation: float | None = None
     energy_replicates_j: list[float] = field(default_factory=list)
     counts: dict[str, CountRange] = field(default_factory=dict)  # empty: saved before counts, or none profiled
+    profile: StoredProfile | None = None  # None: saved before profiles (version 4 and older), or none profiled
 
     @property
     def key(self) -> CaseKey:

@@ -55,8 +55,22 @@ _SCALAR_LIST = re.compile(r"\[\s*((?:-?[\d.eE+-]+|null|true|false)(?:,\s*(?:-?[\
 
 
 def dumps_reviewable(document: Any) -> str:
-    """JSON indented for reading, with lists of numbers kept on one line."""
-    text = json.dumps(document, indent=2)
+    """JSON indented for reading, with lists of numbers kept on one line, and a list of lists (a profile's rows)
+    with one inner list a line."""
+    inner: list[str] = []
+
+    def mark(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: mark(v) for k, v in value.items()}
+        if isinstance(value, list) and value and all(isinstance(x, list) for x in value):
+            inner.extend(json.dumps(x) for x in value)
+            return [f"\0{len(inner) - len(value) + i}\0" for i in range(len(value))]
+        if isinstance(value, list):
+            return [mark(x) for x in value]
+        return value
+
+    text = json.dumps(mark(document), indent=2)
+    text = re.sub(r'"\\u0000(\d+)\\u0000"', lambda m: inner[int(m.group(1))], text)
     return _SCALAR_LIST.sub(lambda m: "[" + ", ".join(x.strip() for x in m.group(1).split(",")) + "]", text) + "\n"
 
 
