@@ -127,7 +127,8 @@ def run_suite(suite: pytest.Pytester, *args: str) -> pytest.RunResult:
 def test_the_suite_appends_its_run_after_writing_results(suite, monkeypatch):
     suite.makeconftest(FAKE_CLOCK)
     db = suite.path / "history.sqlite"
-    for name, value in [("SERVER_URL", "https://github.com"), ("REPOSITORY", "o/r"), ("RUN_ID", "9"), ("RUN_ATTEMPT", "1")]:
+    job = {"SERVER_URL": "https://github.com", "REPOSITORY": "o/r", "RUN_ID": "9", "RUN_ATTEMPT": "1"}
+    for name, value in job.items():
         monkeypatch.setenv(f"GITHUB_{name}", value)
     monkeypatch.delenv("MEDDPM_COMMIT", raising=False)
     result = run_suite(suite, f"--history={db}")
