@@ -48,6 +48,8 @@ def test_a_result_measured_in_a_github_actions_job_links_to_the_job_attempt(monk
     monkeypatch.setenv("GITHUB_REPOSITORY", "org/meddpm-perf")
     monkeypatch.setenv("GITHUB_RUN_ID", "123")
     monkeypatch.setenv("GITHUB_RUN_ATTEMPT", "2")
-    assert environment(torch.device("cpu"))["ci_job"] == "https://github.com/org/meddpm-perf/actions/runs/123/attempts/2"
+    assert (
+        environment(torch.device("cpu"))["ci_job"] == "https://github.com/org/meddpm-perf/actions/runs/123/attempts/2"
+    )
     monkeypatch.delenv("GITHUB_RUN_ID")
     assert ci_job() is None
