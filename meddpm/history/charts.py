@@ -87,7 +87,7 @@ def chart(
         axes.grid(color="#eee", linewidth=0.6)
         axes.spines["right"].set_visible(False)
         svg = _svg(figure, _titles(rows, metric, judged, judged_name in rows))
-    title = f"{_NAMES[metric]} ({info.unit})" + ("" if judged_name in rows else ", as measured: its steps are time's")
+    title = f"{_NAMES[metric]} ({info.unit}{'' if judged_name in rows else ', as measured'})"
     anchor = f"chart-{slug(arch)}-{slug(case)}-{metric}"
     return f'<figure class="chart" id="{anchor}"><figcaption>{title}</figcaption>{svg}</figure>'
 
