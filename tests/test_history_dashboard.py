@@ -12,16 +12,18 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from meddpm.errors import UserError
 from meddpm.history.changepoints import detect
+from meddpm.history.charts import chart
 from meddpm.history.dashboard import write_site
 from meddpm.history.html_parts import CommitLinks
 from meddpm.history.importer import import_files
 from meddpm.history.judged import with_judged
 from meddpm.history.results import run_description
-from meddpm.history.series import case_frame, environment_changes
+from meddpm.history.series import EnvironmentChange, case_frame, environment_changes
 from meddpm.history.simulation import simulate, simulated_documents
 from meddpm.history.store import HistoryStore
 
@@ -236,3 +238,27 @@ def test_the_pages_load_in_a_headless_browser_with_charts_and_no_errors(site):
         finally:
             browser.close()
     assert not problems, problems
+
+
+def test_recorded_text_in_a_chart_is_text_not_markup_or_a_formula():
+    """A commit, a subject, a host or a driver is anyone's text: in a chart it is escaped, and matplotlib's `$...$`
+    formulas are not typeset (``$\\fr$x``, an unknown command, would stop the report)."""
+    n = 6
+    rows = pd.DataFrame(
+        {
+            "run_id": range(1, n + 1),
+            "started_at": pd.date_range("2026-12-01", periods=n),
+            "commit": ["$\\fr$x<i>"] * n,
+            "commit_subject": ["</title><script>alert(1)</script>"] * n,
+            "host": ["<b>host</b>"] * n,
+            "driver": ["580.95"] * n,
+            "torch": ["2.11.0"] * n,
+            "time": [230.0] * n,
+            "time_low": [None] * n,
+            "time_high": [None] * n,
+        }
+    )
+    update = EnvironmentChange("a100", 3, rows["started_at"][2], "c", "driver", "$\\fr$", "<script>x</script>")
+    page = chart("a100", "paper/opt1/b1", "time", rows, [], [update])
+    assert "<script" not in page and "<b>" not in page and "<i>" not in page
+    assert "&lt;/title&gt;&lt;script&gt;alert(1)&lt;/script&gt;" in page and "$\\fr$x" in page

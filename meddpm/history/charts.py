@@ -81,7 +81,9 @@ def chart(
         _band(axes, judged, since, len(rows) - 0.5, _noise(rows, metric, judged_name))
         every = max(1, math.ceil(len(rows) / _TICKS))
         ticks = positions[::every]
-        axes.set_xticks(ticks, [f"{str(rows['commit'][i])[:7]}\n{rows['started_at'][i]:%m-%d}" for i in ticks])
+        labels = [f"{str(rows['commit'][i])[:7]}\n{rows['started_at'][i]:%m-%d}" for i in ticks]
+        # A recorded commit is anyone's text: "$\\x$" is no formula to typeset (and a bad one would stop the report).
+        axes.set_xticks(ticks, labels, parse_math=False)
         axes.set_xlim(-0.5, len(rows) - 0.5)
         axes.set_ylabel(info.unit)
         axes.grid(color="#eee", linewidth=0.6)
