@@ -63,6 +63,8 @@ def chart(
         points = axes.scatter(positions, judged, s=14, color=_JUDGED, zorder=4)
         points.set_urls([run_href(int(run)) for run in rows["run_id"]])
 
+        axes.set_xlim(-0.5, len(rows) - 0.5)
+
         def place(moment: pd.Timestamp) -> float:
             """Between the last run before ``moment`` and the first at or after it."""
             return float(rows["started_at"].searchsorted(moment)) - 0.5
@@ -84,7 +86,6 @@ def chart(
         labels = [f"{str(rows['commit'][i])[:7]}\n{rows['started_at'][i]:%m-%d}" for i in ticks]
         # A recorded commit is anyone's text: "$\\x$" is no formula to typeset (and a bad one would stop the report).
         axes.set_xticks(ticks, labels, parse_math=False)
-        axes.set_xlim(-0.5, len(rows) - 0.5)
         axes.set_ylabel(info.unit)
         axes.grid(color="#eee", linewidth=0.6)
         axes.spines["right"].set_visible(False)
@@ -116,7 +117,7 @@ def band_noises() -> str:
 
 def _band(axes, judged: pd.Series, x0: float, x1: float, noise: float) -> None:
     """The judged level since the last step, give or take twice the measured noise: where ordinary nights fall."""
-    inside = judged[math.ceil(x0) :]
+    inside = judged.iloc[math.ceil(x0) :]
     level = float(inside.median())
     axes.fill_between([x0, x1], level * (1 - 2 * noise), level * (1 + 2 * noise), color=_BAND, linewidth=0, zorder=1)
 
@@ -128,7 +129,7 @@ def _step(axes, edges: tuple[float, float, float], step: Step, judged: pd.Series
     colour = _ACKNOWLEDGED if step.open and not step.failing else _WORSE if step.regression else _BETTER
     label = f"{'all cases ' if step.case == ALL_CASES else ''}{step.change:+.1%} (needs {step.threshold:.1%})"
     _vertical(axes, at, colour, label, "-", top=True)
-    before = judged[math.ceil(start) : math.ceil(at)]
+    before = judged.iloc[math.ceil(start) : math.ceil(at)]
     # TFLOP/s moves against time, so its threshold is the time chart's; a step of every case is the run factor's,
     # which the judged series has taken out.
     if not len(before) or metric == "tflops" or step.case == ALL_CASES:
@@ -143,6 +144,9 @@ def _vertical(axes, at: float, colour: str, label: str, style: str, top: bool) -
     so a step and the driver update that caused it stay readable at one place."""
     axes.axvline(at, color=colour, linewidth=1.2, linestyle=style, zorder=2)
     place = {"y": 1.0, "va": "bottom"} if top else {"y": 0.98, "va": "top"}
+    # A label in the right half ends at its line: one running past the axes would shrink them to make room.
+    low, high = axes.get_xlim()
+    place["ha"] = "right" if at > (low + high) / 2 else "left"
     axes.text(at, transform=axes.get_xaxis_transform(), s=label, color=colour, fontsize=6.5, parse_math=False, **place)
 
 
