@@ -25,7 +25,7 @@ from meddpm.history.series import METRICS, EnvironmentChange
 _WORSE, _BETTER, _ENVIRONMENT = "#c0392b", "#1e8449", "#7f8c8d"
 _ACKNOWLEDGED = "#e67e22"  # an open regression acknowledged as known: amber, as in the index's grid
 _JUDGED, _MEASURED, _BAND = "#1f77b4", "#9aa5b1", "#1f77b41f"
-_NAMES = {"time": "time", "memory": "peak memory", "energy": "energy", "tflops": "throughput"}
+_NAMES = {"time": "time", "memory": "memory", "energy": "energy", "tflops": "throughput"}
 _TICKS = 5  # labelled runs on an x axis at most: commit over date, legible in a chart 330 px wide
 _SIZE = (4.6, 2.5)  # inches: about the width of a column of the page's grid of charts
 # Text as text (not glyph outlines): a chart is a few kilobytes, and its labels can be found on the page.
