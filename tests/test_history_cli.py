@@ -186,7 +186,6 @@ def test_report_writes_a_page_per_architecture_and_per_run(tmp_path, capsys):
         "h100.html",
         "h200.html",
         "index.html",
-        "plotly.min.js",
         "runs",
     ]
     h200 = (tmp_path / "site" / "h200.html").read_text()

@@ -12,15 +12,18 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from meddpm.errors import UserError
 from meddpm.history.changepoints import detect
+from meddpm.history.charts import chart
 from meddpm.history.dashboard import write_site
-from meddpm.history.html_parts import PLOTLY_JS, CommitLinks
+from meddpm.history.html_parts import CommitLinks
 from meddpm.history.importer import import_files
+from meddpm.history.judged import with_judged
 from meddpm.history.results import run_description
-from meddpm.history.series import case_frame, environment_changes
+from meddpm.history.series import EnvironmentChange, case_frame, environment_changes
 from meddpm.history.simulation import simulate, simulated_documents
 from meddpm.history.store import HistoryStore
 
@@ -33,11 +36,16 @@ REPO = "https://github.com/example/meddpm-perf"
 
 def simulated_files(folder: Path) -> list[Path]:
     """A simulated a100 history: a 5 % step in opt1 at night 19, a driver update at night 12, and two runs in
-    three worker processes on the last two nights (series of their own, that begin after the driver update)."""
+    three worker processes on the last two nights (series of their own, that begin after the driver update).
+    Each run records its commit's subject (one with a script tag) and the CI job that measured it."""
     logs = simulate(np.random.default_rng(7), 24, step_case=1, step_night=19, step=0.05)
     files = []
     for night, document in enumerate(simulated_documents(logs, "a100")):
         document["environment"]["driver"] = "570.86" if night < 12 else "580.95"
+        document["environment"]["commit_subject"] = f"night {night}: <script>alert(1)</script> & more"
+        document["environment"]["ci_job"] = f"https://github.com/example/meddpm-perf/actions/runs/{night}/attempts/1"
+        if night == 0:
+            document["environment"]["ci_job"] = "javascript:alert(1)"
         if night >= 22:
             document.update(run_description(3, None))
             for case in document["cases"]:
@@ -72,17 +80,16 @@ def test_the_site_has_an_index_and_a_page_per_architecture(site):
         "h100.html",
         "h200.html",
         "index.html",
-        "plotly.min.js",
         "runs",
     ]
     index = (site / "index.html").read_text()
     assert '<a href="h200.html">h200</a>' in index and "paper/opt1/b1" in index and "c0019" in index
-    # The index has no chart, so it loads no Plotly (megabytes).
-    assert PLOTLY_JS not in index and "plotly-graph-div" not in index
+    assert 'class="chart"' not in index and "<script" not in index
     page = (site / "a100.html").read_text()
-    # Six cases, each with time, memory and TFLOP/s (energy is not simulated), one process and three.
-    assert page.count('class="plotly-graph-div lazy-chart"') == 36
-    assert "driver 570.86 -&gt; 580.95" in page and 'src="plotly.min.js"' in page
+    # Six cases, each with time, memory and TFLOP/s (energy is not simulated), one process and three: inline SVG,
+    # and nothing to load.
+    assert page.count('<figure class="chart"') == page.count('class="chart-svg"') == 36
+    assert "driver 570.86 -&gt; 580.95" in page and "<script" not in page and "src=" not in page
     h200 = (site / "h200.html").read_text()
     assert 'id="chart-h200-paper-fast-b1-energy"' in h200
     ddp = '<span title="paper/opt1/b1/ddp2">paper opt1, batch 1, data-parallel on 2 GPUs</span>'
@@ -113,7 +120,44 @@ def test_the_index_lists_recent_runs_and_ab_runs_with_verdicts_and_each_run_has_
     assert "a100 suite run 83 of 2026-12-24 02:17" in last and "suite run, 3 processes" in last
     # Per-process medians, clocks, throttle reasons and the environment as recorded.
     assert "SwPowerCap" in last and "<td>1755 / -</td>" in last and "<td>driver</td><td>580.95</td>" in last
-    assert PLOTLY_JS not in last
+    assert "<script" not in last
+
+
+def test_a_run_page_shows_its_commit_subject_escaped_and_links_its_ci_job(site):
+    last = max((site / "runs").glob("*.html"), key=lambda p: int(p.stem)).read_text()
+    assert "<td>commit subject</td><td>night 23: &lt;script&gt;alert(1)&lt;/script&gt; &amp; more</td>" in last
+    job = "https://github.com/example/meddpm-perf/actions/runs/23/attempts/1"
+    assert f'<td>CI job</td><td><a href="{job}">{job}</a></td>' in last
+    # A recorded address that is no web address is text, never a link that runs script.
+    first = (site / "runs" / "60.html").read_text()
+    assert "a100 suite run 60 of" in first and "<td>CI job</td><td>javascript:alert(1)</td>" in first
+    measured = (site / "runs" / "1.html").read_text()
+    assert "<td>commit subject</td><td>not recorded</td>" in measured and "none recorded (not run in CI)" in measured
+
+
+def test_each_point_carries_its_commit_date_and_subject_and_links_its_run(site):
+    page = (site / "a100.html").read_text()
+    chart = page[page.index('id="chart-a100-paper-opt1-b1-time"') :]
+    chart = chart[: chart.index("</figure>")]
+    assert chart.count('<a href="runs/') == 22  # the one-process runs of the series, each a link to its page
+    # The newest one-process run is night 21's: the last two nights ran in three processes, a series of their own.
+    title = "commit c0021, 2026-12-22 02:17 UTC\nnight 21: &lt;script&gt;alert(1)&lt;/script&gt; &amp; more"
+    assert title in chart and "<script>" not in page
+
+
+def test_the_charts_show_what_the_detector_judges_and_each_steps_threshold(site):
+    page = (site / "a100.html").read_text()
+    chart = page[page.index('id="chart-a100-paper-opt1-b1-time"') :]
+    chart = chart[: chart.index("</figure>")]
+    with HistoryStore.open(str(site.parent / "h.sqlite"), create=False) as store:
+        frame = case_frame(store.runs())
+    (step,) = [s for s in detect(frame) if s.arch == "a100" and s.case == "paper/opt1/b1" and s.metric == "time"]
+    # The step's label gives its size and the size it needed, which is the smallest step or more, and less than it.
+    assert 0.01 <= step.threshold < step.change and f"+{step.change:.1%} (needs {step.threshold:.1%})" in chart
+    judged = with_judged(frame[frame["arch"] == "a100"])
+    newest = judged[judged["case"] == "paper/opt1/b1"].iloc[-1]
+    assert f"{newest['time']:.4g} ms/iter, judged {newest['time_judged']:.4g}" in chart
+    assert "How to read a chart:</b> the detector judges the blue points" in page
 
 
 def test_a_history_of_ab_runs_only_lists_them(tmp_path):
@@ -140,25 +184,18 @@ def _browser() -> str:
     pytest.skip("no Chromium on PATH (apt-get install chromium, or set CHROMIUM); .ci/run installs it")
 
 
-# Per drawn chart: its id, its points' x (run order), its x axis's range, the bottom of its drawing and the
-# lowest edge of its x axis's tick labels (pixels).
-_AXES = """() => [...document.querySelectorAll('.js-plotly-plot')].map(div => ({
-    id: div.id,
-    x: div.data[0].x,
-    range: div._fullLayout.xaxis.range,
-    bottom: div.querySelector('.main-svg').getBoundingClientRect().bottom,
-    lowest_tick: Math.max(...[...div.querySelectorAll('.xtick text')].map(t => t.getBoundingClientRect().bottom)),
-}))"""
-
-
-def _draw_every_chart(page) -> int:
-    """Scroll each chart into view, as a reader would, and wait until all are drawn; returns how many."""
-    charts = page.locator(".plotly-graph-div")
-    for i in range(charts.count()):
-        charts.nth(i).scroll_into_view_if_needed()
-    count = charts.count()
-    page.wait_for_function(f"() => document.querySelectorAll('.js-plotly-plot .main-svg').length >= {count}")
-    return count
+# Per chart: its id, how many runs it links, the box of its drawing and the box around all its text (pixels).
+_CHARTS = """() => [...document.querySelectorAll('figure.chart')].map(figure => {
+    const svg = figure.querySelector('svg').getBoundingClientRect();
+    const texts = [...figure.querySelectorAll('svg text')].map(t => t.getBoundingClientRect());
+    return {
+        id: figure.id,
+        points: figure.querySelectorAll('svg a[href^="runs/"]').length,
+        svg: [svg.left, svg.top, svg.right, svg.bottom],
+        text: [Math.min(...texts.map(t => t.left)), Math.min(...texts.map(t => t.top)),
+               Math.max(...texts.map(t => t.right)), Math.max(...texts.map(t => t.bottom))],
+    };
+})"""
 
 
 def test_the_pages_load_in_a_headless_browser_with_charts_and_no_errors(site):
@@ -176,36 +213,52 @@ def test_the_pages_load_in_a_headless_browser_with_charts_and_no_errors(site):
             page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
             page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
             page.on("requestfailed", lambda r: problems.append(f"failed to load {r.url}"))
-            # The simulated architecture's page last, for the checks below; the measured ones (h200: 60 charts)
-            # would take a busy CI core 20 s more.
+            page.on("dialog", lambda d: problems.append(f"a dialog ran: {d.message}"))
             page.goto((site / "index.html").as_uri(), wait_until="load")
-            assert page.locator(".plotly-graph-div").count() == 0 and page.locator(".grid svg").count() > 0
+            assert page.locator("figure.chart").count() == 0 and page.locator(".grid svg").count() > 0
             page.goto((site / "a100.html").as_uri(), wait_until="load")
-            # Charts are drawn as they come into view: at load, those far below are still placeholders.
-            page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot').length > 0")
-            assert page.locator(".js-plotly-plot").count() < page.locator(".plotly-graph-div").count()
-            charts = _draw_every_chart(page)
-            points = page.locator(".plotly-graph-div .scatterlayer .point").count()
-            assert charts == 36 and points >= charts, (charts, points)
-            step_lines = page.locator("#chart-a100-paper-opt1-b1-time .shapelayer path").count()
-            assert step_lines >= 3  # the band, the step (red) and the driver update (grey)
+            charts = page.evaluate(_CHARTS)
+            assert len(charts) == 36 and all(chart["points"] >= 2 for chart in charts), charts
+            # A chart's points are its own runs: the three-process series has two, after the driver update.
+            assert {c["id"]: c["points"] for c in charts}["chart-a100-paper-opt1-b1-p3-time"] == 2
+            # No label is cut off: all of a chart's text lies within its drawing.
+            for chart in charts:
+                left, top, right, bottom = chart["svg"]
+                text_left, text_top, text_right, text_bottom = chart["text"]
+                inside = left - 0.5 <= text_left and top - 0.5 <= text_top
+                assert inside and text_right <= right + 0.5 and text_bottom <= bottom + 0.5, chart
             assert page.locator("table").first.inner_text().count("paper opt1, batch 1") == 1
-            assert (
-                page.locator("#chart-a100-paper-opt1-b1-time .errorbar").count() == 22
-            )  # the rounds' spread, one-process nights
-            # Each chart's x axis is its own runs in order, and no tick label is cut off at the bottom.
-            for chart in page.evaluate(_AXES):
-                assert chart["x"] == list(range(len(chart["x"]))), chart["id"]
-                assert chart["range"] == [-0.5, len(chart["x"]) - 0.5], chart["id"]
-                assert chart["lowest_tick"] <= chart["bottom"] + 0.5, chart["id"]
             # A click on a point opens its run's page.
             page.locator("#chart-a100-paper-opt1-b1-time").scroll_into_view_if_needed()
-            box = page.locator("#chart-a100-paper-opt1-b1-time .scatterlayer .point").last.bounding_box()
-            page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-            page.wait_for_url("**/runs/*.html")
+            page.locator("#chart-a100-paper-opt1-b1-time a").last.click()
+            page.wait_for_url("**/runs/81.html")
             assert "Against the run before" in page.inner_text("body")
             page.goto((site / "runs" / "1.html").as_uri(), wait_until="load")
             assert "Cases" in page.inner_text("body")
         finally:
             browser.close()
     assert not problems, problems
+
+
+def test_recorded_text_in_a_chart_is_text_not_markup_or_a_formula():
+    """A commit, a subject, a host or a driver is anyone's text: in a chart it is escaped, and matplotlib's `$...$`
+    formulas are not typeset (``$\\fr$x``, an unknown command, would stop the report)."""
+    n = 6
+    rows = pd.DataFrame(
+        {
+            "run_id": range(1, n + 1),
+            "started_at": pd.date_range("2026-12-01", periods=n),
+            "commit": ["$\\fr$x<i>"] * n,
+            "commit_subject": ["</title><script>alert(1)</script>"] * n,
+            "host": ["<b>host</b>"] * n,
+            "driver": ["580.95"] * n,
+            "torch": ["2.11.0"] * n,
+            "time": [230.0] * n,
+            "time_low": [None] * n,
+            "time_high": [None] * n,
+        }
+    )
+    update = EnvironmentChange("a100", 3, rows["started_at"][2], "c", "driver", "$\\fr$", "<script>x</script>")
+    page = chart("a100", "paper/opt1/b1", "time", rows, [], [update])
+    assert "<script" not in page and "<b>" not in page and "<i>" not in page
+    assert "&lt;/title&gt;&lt;script&gt;alert(1)&lt;/script&gt;" in page and "$\\fr$x" in page

@@ -329,3 +329,13 @@ def test_a_malformed_date_is_refused_naming_the_field():
     assert str(caught.value) == (
         "environment.date = 'yesterday', which must be an ISO 8601 date and time (YYYY-MM-DDThh:mm:ss)"
     )
+
+
+def test_a_file_that_records_its_commit_subject_and_ci_job_keeps_them_and_a_long_subject_is_cut():
+    when = datetime.datetime(2026, 11, 27, 2, 0)
+    job = "https://github.com/o/r/actions/runs/9/attempts/2"
+    document = results_document("h200", when, "c1", {"opt1": 230.0}, commit_subject="<script>x</script>", ci_job=job)
+    run = run_from_document(document, "f.json")
+    assert (run.commit_subject, run.ci_job) == ("<script>x</script>", job)
+    long = run_from_document(results_document("h200", when, "c1", {"opt1": 230.0}, commit_subject="s" * 5000), "f")
+    assert long.commit_subject == "s" * 1000 and long.ci_job is None

@@ -14,6 +14,7 @@ from meddpm.errors import UserError
 from meddpm.history.append import append_results
 from meddpm.history.simulation import results_document
 from meddpm.history.store import HistoryStore
+from meddpm.measure.machine.environment import commit_subject
 from meddpm.suite.records import append_history
 
 SUITE_TESTS = Path(__file__).resolve().parent.parent / "perf_tests" / "test_training.py"
@@ -123,9 +124,13 @@ def run_suite(suite: pytest.Pytester, *args: str) -> pytest.RunResult:
     return suite.runpytest_subprocess(*FAST, f"--baseline-dir={bdir}", f"--perf-results-dir={rdir}", *args)
 
 
-def test_the_suite_appends_its_run_after_writing_results(suite):
+def test_the_suite_appends_its_run_after_writing_results(suite, monkeypatch):
     suite.makeconftest(FAKE_CLOCK)
     db = suite.path / "history.sqlite"
+    job = {"SERVER_URL": "https://github.com", "REPOSITORY": "o/r", "RUN_ID": "9", "RUN_ATTEMPT": "1"}
+    for name, value in job.items():
+        monkeypatch.setenv(f"GITHUB_{name}", value)
+    monkeypatch.delenv("MEDDPM_COMMIT", raising=False)
     result = run_suite(suite, f"--history={db}")
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines([f"*history: run added to {db}"])
@@ -138,6 +143,9 @@ def test_the_suite_appends_its_run_after_writing_results(suite):
     )
     assert run.options["history"] == str(db) and run.options["combos"] == ["baseline"] and run.host
     assert (run.schema, run.options["run_kind"], run.options["processes"]) == ("meddpm-perf-results/3", "measure", 1)
+    # The commit measured, with its subject as git has it, and the CI job that measured it.
+    assert run.commit_subject == commit_subject(run.commit) and run.commit_subject
+    assert run.ci_job == "https://github.com/o/r/actions/runs/9/attempts/1"
 
 
 def test_a_failing_append_is_one_line_and_results_json_stays(suite_options, tmp_path, monkeypatch):

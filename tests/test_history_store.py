@@ -123,7 +123,7 @@ def target(request, tmp_path) -> str:
 def test_a_new_database_is_migrated_to_the_schema_the_models_describe(target):
     with HistoryStore.open(target) as store, store.engine.connect() as connection:
         context = MigrationContext.configure(connection)
-        assert context.get_current_revision() == "0002"
+        assert context.get_current_revision() == "0003"
         assert compare_metadata(context, Base.metadata) == []
 
 
@@ -132,10 +132,32 @@ def test_a_database_of_the_first_schema_gains_the_acknowledgements_and_keeps_its
     with HistoryStore.open(str(path)) as store:
         store.add(runs(3))
     execute_sqlite(path, "DROP TABLE acknowledgements")
+    _back_to_0002(f"sqlite:///{path}")
     execute_sqlite(path, "UPDATE alembic_version SET version_num = '0001'")
     with HistoryStore.open(str(path)) as store, store.engine.connect() as connection:
         assert len(store.runs()) == 3 and store.acknowledgements() == []
-        assert MigrationContext.configure(connection).get_current_revision() == "0002"
+        assert MigrationContext.configure(connection).get_current_revision() == "0003"
+
+
+def _back_to_0002(url: str) -> None:
+    """Make the database at ``url`` one of schema 0002: no commit subject, no CI job."""
+    engine = sqlalchemy.create_engine(url)
+    with engine.begin() as connection:
+        connection.exec_driver_sql("ALTER TABLE runs DROP COLUMN commit_subject")
+        connection.exec_driver_sql("ALTER TABLE runs DROP COLUMN ci_job")
+        connection.exec_driver_sql("UPDATE alembic_version SET version_num = '0002'")
+    engine.dispose()
+
+
+def test_a_database_of_schema_0002_gains_the_commit_subject_and_ci_job_and_keeps_its_runs(target):
+    with HistoryStore.open(target) as store:
+        store.add(runs(3))
+    _back_to_0002(target if "://" in target else f"sqlite:///{target}")
+    with HistoryStore.open(target) as store, store.engine.connect() as connection:
+        context = MigrationContext.configure(connection)
+        assert context.get_current_revision() == "0003" and compare_metadata(context, Base.metadata) == []
+        stored = store.runs()
+        assert len(stored) == 3 and [(r.commit_subject, r.ci_job) for r in stored] == [(None, None)] * 3
 
 
 def test_opening_again_keeps_the_data(target):
@@ -356,6 +378,6 @@ def test_a_read_only_history_of_an_older_schema_is_one_line(tmp_path, monkeypatc
     path = tmp_path / "history.sqlite"
     HistoryStore.open(str(path)).close()
     monkeypatch.setattr("meddpm.history.store._writable", lambda _path: False)
-    monkeypatch.setattr(ScriptDirectory, "get_current_head", lambda self: "0003")
-    with pytest.raises(UserError, match="schema revision 0002, older than this meddpm-perf reads .0003., and is"):
+    monkeypatch.setattr(ScriptDirectory, "get_current_head", lambda self: "0004")
+    with pytest.raises(UserError, match="schema revision 0003, older than this meddpm-perf reads .0004., and is"):
         HistoryStore.open(str(path), create=False)

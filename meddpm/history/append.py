@@ -19,7 +19,7 @@ import torch
 from meddpm.history.documents import run_from_document
 from meddpm.history.results import RESULTS_KINDS
 from meddpm.history.store import HistoryStore, resolve_target
-from meddpm.measure.machine.environment import git_output
+from meddpm.measure.machine.environment import ci_job, commit_subject, git_output
 from meddpm.measure.machine.nvml import open_gpu
 from meddpm.versioned.loader import read_json
 
@@ -59,6 +59,9 @@ def machine_context(environment: Mapping[str, Any]) -> dict[str, Any]:
         "branch": os.environ.get("GITHUB_HEAD_REF")
         or os.environ.get("GITHUB_REF_NAME")
         or git_output(["rev-parse", "--abbrev-ref", "HEAD"], Path(__file__).resolve().parent),
+        # A results file of a writer before these were recorded lacks them; this machine's git and CI know them.
+        "commit_subject": environment.get("commit_subject") or commit_subject(environment.get("commit")),
+        "ci_job": environment.get("ci_job") or ci_job(),
     }
     device = torch.device(str(environment.get("device") or "cpu"))
     if device.type == "cuda" and torch.cuda.is_available():

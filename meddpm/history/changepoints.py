@@ -11,15 +11,14 @@ and metric, on the logarithm of each value:
 3. the run factor's own series carries a step of every case at once (a driver, a library, the code
    under all of them), with the machine-start noise that no normalisation can remove.
 
-Each series is checked in two ways. The history's steps, both ways: binary segmentation
-(``ruptures.Binseg``, L2 cost) keeps a split while its standardised difference of means exceeds a
-threshold, with the noise estimated from the series itself, shrunk towards the measured noise where the
-series is short (p-values from Student's t). The regression alarm, one way, on the runs since the last
-step: raised when the first few runs from some run on (three for a case, five for the run factor), and
-every run since, stand a one-sided z-test against the level before, with the measured noise as the noise
-unless the series shows more (:func:`find_regression`). Each step is reported with its size, its z and
-p-value, and the run (and commit) where it started. The thresholds are calibrated by simulation
-(:mod:`meddpm.history.simulation`, docs/history.md).
+Each series is checked in two ways. The history's steps, both ways: binary segmentation (``ruptures.Binseg``,
+L2 cost) keeps a split while its standardised difference of means exceeds a threshold, with the noise estimated
+from the series itself, shrunk towards the measured noise where the series is short (p-values from Student's t).
+The regression alarm, one way, on the runs since the last step: raised when the first few runs from some run on
+(three for a case, five for the run factor), and every run since, stand a one-sided z-test against the level
+before, with the measured noise as the noise unless the series shows more (:func:`find_regression`). Each step
+is reported with its size, its z and p-value, the size it had to pass, and the run (and commit) where it
+started. The thresholds are calibrated by simulation (:mod:`meddpm.history.simulation`, docs/history.md).
 """
 
 from __future__ import annotations
@@ -89,6 +88,7 @@ class Split:
     latest: float  # mean log value of the series' last segment: has it recovered since?
     start: int  # position of the first value of the segment before
     end: int  # position after the last value of the segment after
+    needed: float = 0.0  # the shift (log) a step here had to pass: the test's threshold, or the smallest step
 
 
 def find_steps(x: np.ndarray, prior_sd: float, threshold: float, min_step: float) -> list[Split]:
@@ -122,9 +122,9 @@ def find_steps(x: np.ndarray, prior_sd: float, threshold: float, min_step: float
             continue
         z = shift / (sd * math.sqrt(1 / len(left) + 1 / len(right)))
         p = float(2 * stats.t.sf(abs(z), dof + PRIOR_WEIGHT))
-        splits.append(
-            Split(bounds[i], shift, z, p, float(left.mean()), float(right.mean()), latest, bounds[i - 1], bounds[i + 1])
-        )
+        needed = max(math.log1p(min_step), threshold * shift / z)
+        edges = (bounds[i - 1], bounds[i + 1])
+        splits.append(Split(bounds[i], shift, z, p, float(left.mean()), float(right.mean()), latest, *edges, needed))
     return splits
 
 
@@ -150,7 +150,8 @@ def find_regression(x: np.ndarray, floor_sd: float, nights: int, threshold: floa
         if math.expm1(shift) < min_step:
             continue
         z = shift / (sd * math.sqrt(1 / (n - s) + 1 / s))
-        since[s] = Split(s, shift, z, float(stats.norm.sf(z)), level, level + shift, level + shift, 0, n)
+        needed = max(math.log1p(min_step), threshold * shift / z)
+        since[s] = Split(s, shift, z, float(stats.norm.sf(z)), level, level + shift, level + shift, 0, n, needed)
         if s <= n - nights and z >= threshold:
             window = (sums[s + nights] - sums[s]) / nights - level
             z_window = window / (sd * math.sqrt(1 / nights + 1 / s))
@@ -222,6 +223,7 @@ class MatrixSteps:
 
     run_factor: list[Split]
     cases: dict[int, list[Split]]
+    factor: np.ndarray  # each run's factor (log; NaN where it has none): what each case's series is judged less
 
 
 def matrix_steps(logs: np.ndarray, rule: Rule) -> MatrixSteps:
@@ -234,7 +236,7 @@ def matrix_steps(logs: np.ndarray, rule: Rule) -> MatrixSteps:
     case_steps = {c: _case_steps(logs[:, c], factor, rule) for c in cases}
     defined = np.flatnonzero(~np.isnan(factor))
     found = series_steps(factor[defined], rule.run_sd, rule.run_threshold, RUN_NIGHTS, rule.run_alarm, rule.min_step)
-    return MatrixSteps(run_factor=[_at(split, defined) for split in found], cases=case_steps)
+    return MatrixSteps(run_factor=[_at(split, defined) for split in found], cases=case_steps, factor=factor)
 
 
 def series_steps(x: np.ndarray, sd: float, threshold: float, nights: int, alarm: float, min_step: float) -> list[Split]:
@@ -333,6 +335,7 @@ class Step:
     environment: tuple[str, ...]  # what changed in the environment at that run
     good_commit: str  # the commit of the case's last run before the step
     bisect_case: str  # the case a bisection measures: this one, or for ALL_CASES one of them
+    threshold: float = 0.0  # relative: the size a step had to pass here to be reported (the test's, or the smallest)
     note: str | None = None  # an open regression acknowledged as known and expected: why (meddpm.history.acks)
     noted_at: datetime.datetime | None = None  # when it was acknowledged, UTC
 
@@ -389,6 +392,13 @@ def _revision(commit: str) -> str | None:
     return revision[:12] if revision and revision != "unknown" else None
 
 
+def series_table(rows: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """One architecture's ``metric`` as the detector reads it: a row per run (oldest first), a column per case."""
+    table = rows.pivot_table(index="run_id", columns="case", values=metric, aggfunc="first", sort=False)
+    runs = rows.drop_duplicates("run_id")["run_id"]
+    return table.reindex(index=runs).where(table > 0).dropna(how="all").dropna(axis=1, how="all")
+
+
 def detect(frame: pd.DataFrame) -> list[Step]:
     """Every step in ``frame`` (see :func:`meddpm.history.series.case_frame`), per architecture and metric."""
     env_by_run: dict[int, list[EnvironmentChange]] = {}
@@ -398,12 +408,10 @@ def detect(frame: pd.DataFrame) -> list[Step]:
     for arch, rows in frame.groupby("arch", sort=True):
         runs = rows.drop_duplicates("run_id").set_index("run_id")
         for metric, rule in RULES.items():
-            table = rows.pivot_table(index="run_id", columns="case", values=metric, aggfunc="first", sort=False)
-            table = table.reindex(index=runs.index).where(table > 0).dropna(how="all").dropna(axis=1, how="all")
+            table = series_table(rows, metric)
             if table.empty:
                 continue
-            logs = np.log(table.to_numpy(dtype=float))
-            result = matrix_steps(logs, rule)
+            result = matrix_steps(np.log(table.to_numpy(dtype=float)), rule)
             series = [(ALL_CASES, split) for split in result.run_factor]
             series += [(str(table.columns[c]), s) for c, splits in result.cases.items() for s in splits]
             for case, split in series:
@@ -430,6 +438,7 @@ def detect(frame: pd.DataFrame) -> list[Step]:
                         after=None if levels is None else levels[1],
                         z=split.z,
                         p_value=split.p_value,
+                        threshold=math.expm1(split.needed),
                         runs_since=since,
                         open=change >= rule.min_step and not recovered,
                         environment=tuple(c.describe() for c in env_by_run.get(run_id, [])),

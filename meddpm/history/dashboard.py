@@ -1,12 +1,12 @@
-"""The history as a static site: an index, one page per architecture and per run, Plotly charts, no server.
+"""The history as a static site: an index, one page per architecture and per run, SVG charts, no server.
 
-The pages with charts load ``plotly.min.js`` from the site's folder (written once beside them), so the
-site opens from the file system or any static host, offline; the index and the run pages have no chart
-and load nothing. Per case there is a chart per metric with the runs (commit, time, host and software on
-hover; the spread of the run's time as an error bar), the steps found (red: worse, green: better), the
-band of the current level within which ``check`` reports no step, and the environment's changes (grey),
-which are the usual cause of a step in every case. Each step carries its commit range (the last good
-commit to the first bad one) and, while open, the command that bisects it.
+No page loads anything: the charts are inline SVG (:mod:`meddpm.history.charts`), so the site opens from the
+file system or any static host, offline, and at once. Per case there is a chart per metric with the runs
+(commit, date, subject, host and software on hover; a click opens the run's page), as measured and as the
+detector judges them, the steps found (red: worse, green: better) with the size each had to pass, the band
+of the current level, and the environment's changes (grey), which are the usual cause of a step in every
+case. Each step carries its commit range (the last good commit to the first bad one) and, while open, the
+command that bisects it.
 """
 
 from __future__ import annotations
@@ -18,14 +18,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
-from plotly.offline import get_plotlyjs
 
 from meddpm.atomic import write_text_atomic
 from meddpm.history.changepoints import Step
-from meddpm.history.charts import band_noise, chart, lazy_script
+from meddpm.history.charts import band_noises, chart
 from meddpm.history.grid import baseline_values, grid_html
 from meddpm.history.html_parts import (
-    PLOTLY_JS,
     CommitLinks,
     case_anchor,
     case_label,
@@ -35,6 +33,7 @@ from meddpm.history.html_parts import (
     software_version,
     table,
 )
+from meddpm.history.judged import with_judged
 from meddpm.history.models import Run
 from meddpm.history.run_pages import ab_runs_table, recent_runs_table, write_run_pages
 from meddpm.history.series import METRICS, EnvironmentChange
@@ -50,7 +49,7 @@ def write_site(
     links: CommitLinks | None = None,
     baselines: Path | None = None,
 ) -> list[Path]:
-    """Write the index, a page per architecture and per run, and Plotly's script into ``out``.
+    """Write the index, a page per architecture and per run into ``out``.
 
     ``frame``, ``steps`` and ``changes``: the trends (:func:`~meddpm.history.series.case_frame`); ``runs``:
     every stored run, A/B runs included, for the tables of runs and their pages; ``links``: how commits are
@@ -62,7 +61,6 @@ def write_site(
     links = links or CommitLinks()
     archs = sorted(frame["arch"].unique()) if not frame.empty else []
     out.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(out / PLOTLY_JS, get_plotlyjs())
     pages = [out / "index.html"]
     grids = {
         arch: grid_html(arch, frame[frame["arch"] == arch], steps, baseline_values(baselines, arch)) for arch in archs
@@ -70,7 +68,7 @@ def write_site(
     write_text_atomic(pages[0], _index(frame, steps, archs, runs, links, database, stamp, grids))
     for arch in archs:
         arch_page = out / f"{page_name(arch)}.html"
-        rows = frame[frame["arch"] == arch]
+        rows = with_judged(frame[frame["arch"] == arch])
         arch_steps = [s for s in steps if s.arch == arch]
         arch_changes = [c for c in changes if c.arch == arch]
         write_text_atomic(arch_page, _arch_page(arch, rows, arch_steps, arch_changes, links, stamp))
@@ -239,18 +237,17 @@ def _arch_page(
         f"{_open_tables(steps, links)}"
         f"<h2>All steps found</h2>{_steps_table(steps, links)}"
         f"<h2>Environment changes</h2>{_changes_table(changes, links)}"
-        "<h2>Cases</h2><p>How to read a chart: each point is a run, in order, labelled by its commit and date "
-        "(click one to open its run page). The shaded band is the case's level since its last step, give or take "
-        f"twice the nights' measured noise (time {band_noise('time'):.1%}, memory {band_noise('memory'):.1%}, "
-        f"energy {band_noise('energy'):.1%}): ordinary nights fall inside it. A step is reported where runs "
-        "stay beyond the smallest step <code>check</code> reports (1 %, 3 % for energy) and stand out from the "
-        "noise once the movement every case shares that night is taken out, so a point outside the band is not "
-        "a step by itself. Red lines: a step to worse, amber: one acknowledged, green: to better; grey dots: an "
-        "environment change; error bars: the spread of the run's time (its processes' medians, else its "
-        "rounds' quartiles).</p>"
-        f"{''.join(sections)}<script>{lazy_script()}</script>"
+        "<h2>Cases</h2><p><b>How to read a chart:</b> the detector judges the blue points, each run's value less "
+        "the movement every case shared that night (grey: as measured); the band is their level since the last "
+        f"step give or take twice the measured noise ({band_noises()}), and a step is reported only where the "
+        "runs after it pass the dashed line, its threshold (the label gives the step and the size it needed).</p>"
+        "<p>Each point is a run, in order, labelled by commit and date: hover for its commit's subject, click to "
+        "open its page. Red lines: a step to worse, amber: one acknowledged, green: to better; grey dots: an "
+        "environment change; grey bars: the spread of the run's time (its processes' medians, else its rounds' "
+        "quartiles).</p>"
+        f"{''.join(sections)}"
     )
-    return page(f"{arch}: Med-DDPM performance history", body, plotly=True)
+    return page(f"{arch}: Med-DDPM performance history", body)
 
 
 def _changes_table(changes: Sequence[EnvironmentChange], links: CommitLinks) -> str:

@@ -35,7 +35,7 @@ SCHEMAS = (*SUITE_SCHEMAS, *BENCH_SCHEMAS)
 _DESCRIPTION = ("run_kind", "processes", "compare_to")  # the fields that say what the run was
 # Run fields that a live append knows but a results file does not carry (the suite and the bench
 # add them from the machine they run on): they fill the run's columns when given.
-CONTEXT_FIELDS = ("branch", "host", "gpu_uuid", "driver", "options")
+CONTEXT_FIELDS = ("branch", "host", "gpu_uuid", "driver", "options", "commit_subject", "ci_job")
 # Bounds no measurement reaches, so that a typo or a corrupt file is refused rather than stored: over a day per
 # iteration; joules, MHz, degrees or TFLOP/s far above any card; what a BIGINT column (bytes) and an INTEGER
 # column (batch and world sizes: PostgreSQL's integer is 32 bits) hold.
@@ -135,6 +135,8 @@ def _run(document: ResultsDocument) -> Run:
         arch=document.header.arch,
         started_at=_utc(env["date"]),
         commit=str(env.get("commit") or "unknown"),
+        commit_subject=_subject(env.get("commit_subject")),
+        ci_job=_text(env.get("ci_job")),
         branch=env.get("branch"),
         host=env.get("host"),
         gpu_name=env.get("gpu_name"),
@@ -240,6 +242,13 @@ def _utc(text: Any) -> datetime.datetime:
     if moment.tzinfo is not None:
         moment = moment.astimezone(datetime.timezone.utc).replace(tzinfo=None)
     return moment
+
+
+def _subject(value: Any) -> str | None:
+    """A commit's subject as its column holds it: a subject is anyone's text, and one longer than the column is
+    cut rather than cost the run its place in the history."""
+    text = _text(value)
+    return None if text is None else text[: Run.commit_subject.type.length]
 
 
 def _text(value: Any) -> str | None:

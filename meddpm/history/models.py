@@ -31,6 +31,8 @@ class Run(Base):
     arch: Mapped[str] = mapped_column(String(64), index=True)
     started_at: Mapped[datetime.datetime] = mapped_column(DateTime)  # UTC, naive
     commit: Mapped[str] = mapped_column(String(80))
+    commit_subject: Mapped[str | None] = mapped_column(String(1000))  # the first line of its message, where git knew it
+    ci_job: Mapped[str | None] = mapped_column(String(1024))  # the web address of the CI job that measured it
     branch: Mapped[str | None] = mapped_column(String(255))
     host: Mapped[str | None] = mapped_column(String(255))
     gpu_name: Mapped[str | None] = mapped_column(String(255))

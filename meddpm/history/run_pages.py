@@ -171,6 +171,8 @@ def _run_page(run: Run, links: CommitLinks, stamp: str, near: _Neighbours) -> st
             ["started (UTC)", f"{run.started_at:%Y-%m-%d %H:%M:%S}"],
             ["kind", _kind(run)],
             ["commit", links.commit(run.commit)],
+            ["commit subject", html.escape(run.commit_subject or "not recorded")],
+            ["CI job", _ci_job(run.ci_job)],
             ["branch", html.escape(run.branch or "-")],
             ["host", html.escape(run.host or "-")],
             ["GPU", html.escape(f"{run.gpu_name or '-'} {run.gpu_uuid or ''}".strip())],
@@ -188,6 +190,16 @@ def _run_page(run: Run, links: CommitLinks, stamp: str, near: _Neighbours) -> st
         f"<h2>Verdicts</h2>{_verdicts(run.cases)}<h2>Environment</h2>{environment}<h2>Options</h2>{options}"
     )
     return page(title, body)
+
+
+def _ci_job(address: str | None) -> str:
+    """The CI job that measured the run, linked; an address that is no web address (a file may say anything, and
+    a ``javascript:`` link would run in the page) stays text."""
+    if not address:
+        return "none recorded (not run in CI)"
+    if re.fullmatch(r"https?://[^\s\"<>]+", address):
+        return f'<a href="{html.escape(address)}">{html.escape(address)}</a>'
+    return html.escape(address)
 
 
 def _software(run: Run) -> str:

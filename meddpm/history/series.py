@@ -52,6 +52,7 @@ def case_frame(runs: Sequence[Run]) -> pd.DataFrame:
                 "kind": run.kind,
                 "started_at": run.started_at,
                 "commit": run.commit,
+                "commit_subject": run.commit_subject,
                 "branch": run.branch,
                 "host": run.host,
                 **{name: getattr(run, name) for name in ENVIRONMENT_FIELDS},
@@ -62,7 +63,8 @@ def case_frame(runs: Sequence[Run]) -> pd.DataFrame:
                 row[metric.name] = None if value is None else float(value) * metric.scale
             row["time_low"], row["time_high"] = time_spread(case)
             rows.append(row)
-    columns = ["run_id", "arch", "kind", "started_at", "commit", "branch", "host", *ENVIRONMENT_FIELDS, "case"]
+    columns = ["run_id", "arch", "kind", "started_at", "commit", "commit_subject", "branch", "host"]
+    columns += [*ENVIRONMENT_FIELDS, "case"]
     frame = pd.DataFrame(rows, columns=[*columns, *METRICS, "time_low", "time_high"])
     return frame.sort_values(["started_at", "run_id"], kind="stable").reset_index(drop=True)
 

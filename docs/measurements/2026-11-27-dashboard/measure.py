@@ -4,7 +4,9 @@ Builds two sites: a simulated 30-night h200 history (opt1 5 % slower from night 
 memory 3 % higher from night 10, acknowledged) and the measured runs of docs/measurements. Then loads each
 page in headless Chromium (the system's, through Playwright) several times and records, per page, the time
 to the load event and to the first screen's charts drawn (``usable``), and how many charts the page holds
-and how many were drawn by then. Run from the repository root on the machine to measure:
+and how many were drawn by then. The charts are inline SVG, so a chart is drawn once the browser has laid it
+out; the time to the first screen's charts is read at the load event, then after every chart in that screen
+reports a size. Run from the repository root on the machine to measure:
 
     python docs/measurements/2026-11-27-dashboard/measure.py OUT [--repeats 5] [--screenshots docs/images]
 """
@@ -27,16 +29,26 @@ from meddpm.history.simulation import simulate, simulated_documents
 
 ROOT = Path(__file__).resolve().parents[3]
 FIRST_PAINT = "() => performance.getEntriesByName('first-contentful-paint')[0].startTime"
-DRAWN = "() => document.querySelectorAll('.js-plotly-plot .main-svg').length"
-VISIBLE_DRAWN = """() => [...document.querySelectorAll('.plotly-graph-div')]
-    .filter(div => div.getBoundingClientRect().top < window.innerHeight)
-    .every(div => div.querySelector('.main-svg'))"""
+# A chart in the first screen is drawn when its SVG has been laid out (content-visibility skips the others).
+IN_VIEW = "[...document.querySelectorAll('figure.chart')].filter(f => f.getBoundingClientRect().top < innerHeight)"
+DRAWN = f"() => {IN_VIEW}.filter(f => f.querySelector('svg').getBoundingClientRect().height > 0).length"
+VISIBLE_DRAWN = f"() => {IN_VIEW}.every(f => f.querySelector('svg').getBoundingClientRect().height > 0)"
+
+
+# The planted changes' commits, as a reader would meet them on hover and on the run pages.
+SUBJECTS = {
+    10: "amp_bf16: keep the bf16 weight copy resident between steps",
+    20: "opt1: gather the decoder's skip inputs in one copy",
+}
 
 
 def simulated_site(folder: Path) -> Path:
     logs = simulate(np.random.default_rng(2026), 30, step_case=1, step_night=20, step=0.05)
     files = []
     for night, document in enumerate(simulated_documents(logs, "h200", driver="580.95", torch="2.11.0")):
+        subject = SUBJECTS.get(night, f"docs: night {night}'s notes")
+        job = f"https://github.com/OWNER/meddpm-perf/actions/runs/{7000 + night}/attempts/1"
+        document["environment"].update(commit_subject=subject, ci_job=job, host=f"gpu-runner-{night % 2}")
         if night >= 10:
             amp = next(c for c in document["cases"] if c["combo"] == "amp_bf16")
             amp["peak_allocated_bytes"] = int(amp["peak_allocated_bytes"] * 1.03)
@@ -65,7 +77,7 @@ def timed(page, url: str) -> dict:
     loaded = time.perf_counter() - start
     page.wait_for_function(VISIBLE_DRAWN, timeout=60_000)
     usable = time.perf_counter() - start
-    charts = page.locator(".plotly-graph-div").count()
+    charts = page.locator("figure.chart").count()
     paint = page.evaluate(FIRST_PAINT) / 1000
     return {
         "first_paint_s": paint,
@@ -96,7 +108,7 @@ def main() -> None:
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=shutil.which("chromium"), args=["--no-sandbox"])
         for name, path in pages.items():
-            # A fresh context per page: its first load reads Plotly's script cold, as a first visit does.
+            # A fresh context per page: its first load reads it cold, as a first visit does.
             context = browser.new_context(viewport={"width": 1400, "height": 1000})
             page = context.new_page()
             runs = [timed(page, path.as_uri()) for _ in range(args.repeats)]
@@ -113,7 +125,7 @@ def main() -> None:
         if args.screenshots:
             shots = {
                 "history-index.png": (simulated / "index.html", None),
-                "history-arch.png": (simulated / "h200.html", "#case-paper-amp-bf16-b1"),
+                "history-arch.png": (simulated / "h200.html", "h2:last-of-type"),
                 "history-run.png": (simulated / "runs" / "30.html", None),
             }
             for file, (path, anchor) in shots.items():

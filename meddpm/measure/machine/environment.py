@@ -30,6 +30,24 @@ def git_commit(path: Path | None = None) -> str:
     return f"{head}+dirty" if changed else head
 
 
+def commit_subject(commit: str | None, path: Path | None = None) -> str | None:
+    """The first line of ``commit``'s message (``+dirty`` ignored), or None where git does not know it."""
+    sha = (commit or "").removesuffix("+dirty")
+    if not sha or sha == "unknown":
+        return None
+    return git_output(["log", "-1", "--format=%s", sha, "--"], path or Path(__file__).resolve().parent) or None
+
+
+def ci_job() -> str | None:
+    """The web address of the GitHub Actions job attempt this runs in, or None outside one."""
+    names = ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID")
+    server, repository, run = (os.environ.get(name) for name in names)
+    if not (server and repository and run):
+        return None
+    attempt = os.environ.get("GITHUB_RUN_ATTEMPT")
+    return f"{server}/{repository}/actions/runs/{run}" + (f"/attempts/{attempt}" if attempt else "")
+
+
 def git_branch(path: Path | None = None) -> str | None:
     """The checked-out branch (``$GITHUB_HEAD_REF``/``$GITHUB_REF_NAME`` in a workflow), or None when detached."""
     for name in ("MEDDPM_BRANCH", "GITHUB_HEAD_REF", "GITHUB_REF_NAME"):
@@ -81,6 +99,8 @@ def environment(device: torch.device) -> dict[str, Any]:
     env: dict[str, Any] = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "commit": git_commit(),
+        # The dashboard shows them on hover and on the run's page.
+        "ci_job": ci_job(),
         "branch": git_branch(),
         # The history (meddpm-history) tells runners apart by this; CI runners name themselves.
         "host": os.environ.get("RUNNER_NAME") or platform.node(),
@@ -90,6 +110,7 @@ def environment(device: torch.device) -> dict[str, Any]:
         "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
         "device": str(device),
     }
+    env["commit_subject"] = commit_subject(env["commit"])
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
         env["gpu_name"] = props.name
