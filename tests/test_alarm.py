@@ -218,3 +218,40 @@ def test_an_interrupted_alarm_writes_what_it_found_marked_partial(monkeypatch, t
     summary = (out / "summary.md").read_text()
     assert "## The alarm, bisected in this job\n\nInterrupted: what follows is what was found before." in summary
     assert "no culprit" not in summary
+
+
+def test_a_gpu_night_is_bisected_on_the_current_gpu_by_its_index(monkeypatch, tmp_path):
+    """The walk's measuring workers need a CUDA device with its index: "cuda" alone failed every one of them."""
+    import torch
+
+    out = _night(tmp_path)
+    results = json.loads((out / "results.json").read_text())
+    (out / "results.json").write_text(json.dumps({**results, "arch": "h100"}))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    devices = []
+
+    def bisect_case(self, case, device, say):
+        devices.append(device)
+        found = alarm.CaseAlarm(case, [], [], [])
+        self.cases.append(found)
+        return found
+
+    monkeypatch.setattr(alarm.Alarm, "bisect_case", bisect_case)
+    status, lines = _run(out, "--bisect-budget", "3600")
+    assert status == 0, lines
+    assert devices == [torch.device("cuda", 0)]
+
+
+def test_a_flagged_case_that_could_not_be_bisected_fails_the_step(monkeypatch, tmp_path):
+    def failing(*args, **kwargs):
+        raise alarm.UserError("measuring process 1/6, of c11, failed: ValueError: planted")
+
+    monkeypatch.setattr(alarm.bisect, "run_bisect", failing)
+    out = _night(tmp_path)
+    status, lines = _run(out, "--bisect-budget", "3600")
+    assert status == 1, lines
+    assert lines[-1] == "meddpm-alarm: 1 flagged case(s) could not be bisected (their notes are in alarm.json)"
+    (case,) = json.loads((out / "alarm.json").read_text())["cases"]
+    assert case["notes"] and case["culprits"] == []

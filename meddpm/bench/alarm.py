@@ -27,6 +27,7 @@ import torch
 
 from meddpm.atomic import write_json_atomic, write_text_atomic
 from meddpm.bench import bisect
+from meddpm.bench.cli import resolve_device
 from meddpm.errors import UserError, printable, run_command
 from meddpm.measure.campaign import inputs
 from meddpm.measure.campaign.settings import (
@@ -259,7 +260,7 @@ def run(argv: Sequence[str] | None = None, say: Callable[[str], None] = print) -
         return 0
     compile_cache.use_root(args.compile_cache)
     on_gpu = results.get("arch") != "cpu"
-    device = torch.device("cuda" if on_gpu else "cpu")
+    device = resolve_device("cuda" if on_gpu else "cpu")  # with its index: the walk's workers need one
     settings = campaign_settings(given_settings(namespace_reader(args), BENCH), BENCH, on_gpu)
     alarm = Alarm(args.results_dir, settings, processes, budget, args.max_culprits)
     status = 0
@@ -283,6 +284,10 @@ def run(argv: Sequence[str] | None = None, say: Callable[[str], None] = print) -
     for found in done:
         for culprit in found.culprits:
             say(f"culprit: {culprit['commit'][:12]} ({printable(culprit['subject'])}) in {found.case.combo}")
+    failed = [found for found in done if found.notes and not found.culprits and found.left is None]
+    if failed and not status:
+        say(f"{PROG}: {len(failed)} flagged case(s) could not be bisected (their notes are in alarm.json)")
+        return 1
     return status
 
 

@@ -1,0 +1,64 @@
+"""A scratch repository for a nightly that bisects its own alarm: the project at ``c00``, four commits a night
+holds, one of them a regression of ``fast``.
+
+    python docs/measurements/2026-11-27-issue51-alarm/night_history.py DEST
+
+DEST gets this tree's package, suite and baselines (meddpm/, perf_tests/, baselines/, conftest.py,
+pyproject.toml) committed as ``c00`` on branch ``main``, then ``c01`` .. ``c04``: notes, comments, and at ``c03``
+``fast``'s first convolution back to cuDNN (``input_conv_by_taps`` off; 3.5 % slower on an H200 in
+docs/measurements/2026-11-26-issue42-bisect).
+"""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+TREE = Path(__file__).resolve().parents[3]
+PLANT_AT, LAST = 3, 4
+
+
+def git(dest: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=dest, check=True, capture_output=True)
+
+
+def commit(dest: Path, number: int, subject: str) -> None:
+    git(dest, "add", "-A")
+    git(dest, "commit", "-q", "-m", f"c{number:02d}: {subject}")
+    git(dest, "tag", f"c{number:02d}")
+
+
+def main() -> None:
+    dest = Path(sys.argv[1])
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    for folder in ("meddpm", "perf_tests", "baselines"):
+        shutil.copytree(TREE / folder, dest / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("conftest.py", "pyproject.toml"):
+        shutil.copy(TREE / name, dest)
+    (dest / ".gitignore").write_text("__pycache__/\nperf-results/\n")
+    (dest / "NOTES.md").write_text("# Notes\n")
+    git(dest, "init", "-q", "-b", "main")
+    git(dest, "config", "user.email", "night@scratch")
+    git(dest, "config", "user.name", "scratch")
+    commit(dest, 0, "the tree as measured")
+    combos = dest / "meddpm" / "run" / "combos.py"
+    for n in range(1, LAST + 1):
+        if n == PLANT_AT:
+            text = combos.read_text()
+            assert text.count("input_conv_by_taps=True,") == 1
+            combos.write_text(text.replace("input_conv_by_taps=True,", "input_conv_by_taps=False,"))
+            commit(dest, n, "combos: fast's first convolution back to cuDNN")
+        elif n % 2:
+            with (dest / "NOTES.md").open("a") as notes:
+                notes.write(f"- note {n}\n")
+            commit(dest, n, "notes")
+        else:
+            unet = dest / "meddpm" / "model" / "unet.py"
+            unet.write_text(unet.read_text() + f"\n# Reviewed in pass {n}: the U-Net follows the paper's figure.\n")
+            commit(dest, n, "model: a comment")
+    print(subprocess.run(["git", "log", "--oneline"], cwd=dest, capture_output=True, text=True).stdout)
+
+
+if __name__ == "__main__":
+    main()
