@@ -229,3 +229,24 @@ def test_kineto_records_give_the_dtypes_an_older_torch_leaves_off_its_events():
     operators = [e for e in prof.events() if e.name.startswith("aten::")]
     assert operators and all(list(dtypes[e.id]) == list(e.input_dtypes) for e in operators)
     assert dtypes.get(-1) is None
+
+
+def test_a_compiled_graph_without_module_scopes_opens_with_the_row_that_moved_most():
+    """A compiled combo's kernels run outside every module's scope: "outside modules runs 3 more copy/layout
+    kernels" told nothing, where a cuDNN convolution had replaced Triton's kernels."""
+    from meddpm.measure.profiling.scopes import OUTSIDE
+    from meddpm.report.explanation import first_line
+
+    def row(level, name, label, change, a, b, ms_a, ms_b):
+        return {"level": level, "name": name, "label": label, "change": change, "count_a": a, "count_b": b,
+                "ms_a": ms_a, "ms_b": ms_b, "module": "", "op": "", "shown": True}  # fmt: skip
+
+    rows = [
+        {**row("module", OUTSIDE, OUTSIDE, "calls", 1100, 1095, 52.4, 50.4), "detail": "3 more copy/layout kernels"},
+        row("name", "void implicit_convolveNd_sgemm<__nv_bfloat16, 3>", "implicit_convolveNd_sgemm bfloat16",
+            "appeared", 1, 0, 1.81, None),
+        row("name", "triton_poi_fused_add_7", "triton_poi_fused_add", "calls", 9, 8, 0.95, 0.50),
+    ]
+    line = first_line("paper/fast/b1", (0.0392, 0.0354, 0.0430), None, rows)
+    assert line == "paper/fast/b1: time +3.92 % [3.54, 4.30]: implicit_convolveNd_sgemm bfloat16 appeared (+1.8 ms)"
+    assert first_line("x", None, None, [rows[0], rows[2]]).endswith("triton_poi_fused_add ran 8 -> 9 times (+0.4 ms)")

@@ -35,10 +35,10 @@ from meddpm.judge.verdict import Verdict
 from meddpm.measure.profiling.iteration import LAUNCHES, ProfileRow
 from meddpm.measure.profiling.kernel_mix import GROUPS
 from meddpm.measure.profiling.names import match_key
+from meddpm.measure.profiling.scopes import OUTSIDE
 
 FLOOR_REL = 0.02  # a time-only move under 2 % of the row's own time is not shown (a convolution's 0.4 % is noise)
 FLOOR_ITERATION = 0.0005  # nor one under 0.05 % of the iteration's time
-OUTSIDE = "outside modules"  # where no module scope was open: the loss, the optimizer's bookkeeping
 _TYPE = re.compile(r" \((\w+)\)$")
 _DTYPES = ("bfloat16", "float16", "float32", "float64", "int64", "int32", "bool", "uint8", "int8")
 

@@ -22,9 +22,10 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
 from meddpm.judge.baseline import FoldedRows, StoredProfile, StoredRow
-from meddpm.judge.explain import OUTSIDE, ExplainRow, Runs, explain, module_type, top
+from meddpm.judge.explain import ExplainRow, Runs, explain, module_type, top
 from meddpm.measure.profiling.iteration import ProfileRow
 from meddpm.measure.profiling.names import match_key
+from meddpm.measure.profiling.scopes import OUTSIDE
 
 FLOOR = 0.005  # a row under 0.5 % of the iteration's time is folded
 MAX_ROWS = 20  # and at most 20 rows are kept: a few KiB a case (docs/explain.md)

@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from meddpm.measure.profiling.names import short_name
+from meddpm.measure.profiling.scopes import OUTSIDE
 
 NO_PROFILE = (
     "the baseline keeps no profile of this case (saved before meddpm-baseline/5), so only its counts are compared; "
@@ -143,12 +144,26 @@ def _cause(rows: Sequence[Mapping[str, Any]], memory: bool) -> str:
         kept = grown[0]
         return f"{kept['label']}'s forward keeps {(kept['count_a'] - kept['count_b']) / _MIB:.1f} MiB more"
     top = next((r for r in rows if r["level"] == "module" and r.get("shown", True)), None)
+    if top is None or top["label"] == OUTSIDE:  # no module to name (a compiled graph runs without their scopes)
+        row = next((r for r in rows if r["level"] == "name" and r.get("shown", True)), None)
+        if row is not None:
+            return _row_words(row)
     if top is None:
         count = next((r for r in rows if r["level"] == "count" and r["count_a"] != r["count_b"]), None)
         return "" if count is None else f"{count['name']} {count['count_b']} -> {count['count_a']}"
     if top.get("detail"):
         return f"{top['label']} runs {top['detail']}"
     return f"{top['label']} {_ms(top)}"
+
+
+def _row_words(row: Mapping[str, Any]) -> str:
+    """A row that moved, in words: "implicit_convolveNd_sgemm bfloat16 appeared (+1.8 ms)"."""
+    label = _cut(row.get("label") or short_name(row["name"]), 60)
+    if row["change"] in ("appeared", "vanished"):
+        return f"{label} {row['change']} ({_ms(row)})"
+    if row["change"] == "calls":
+        return f"{label} ran {row['count_b']} -> {row['count_a']} times ({_ms(row)})"
+    return f"{label} {_ms(row)}"
 
 
 def _moved(row: Mapping[str, Any]) -> float:

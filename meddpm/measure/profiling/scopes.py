@@ -86,6 +86,11 @@ def _exit(open_scopes: list[Any], module: torch.nn.Module, args: object, output:
         open_scopes.pop().__exit__(None, None, None)
 
 
+# Where no module scope was open: the loss, the optimizer's bookkeeping, and a compiled graph, which runs
+# without its modules' hooks.
+OUTSIDE = "outside modules"
+
+
 class Attribution:
     """The sites of a profile's events (``torch.profiler.profile(...).events()``, or objects with the same fields:
     ``name``, ``id``, ``device_type``, ``cpu_parent``, ``sequence_nr``, and where this torch records them
