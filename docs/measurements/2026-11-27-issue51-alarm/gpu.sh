@@ -5,8 +5,9 @@
 #   restore  unpack the carried compile cache (.gpu-cache/compile-<arch>.tar.xz)
 #   good     the night at c00, against the stored baselines, into the history: the last good run
 #   night    the night at c04 (main): the workflow's A/B against the last good run (3 processes a side at most,
-#            until 1 % is detectable); exit status 1 where a case is slower
-#   alarm    the workflow's next step: python -m meddpm.bench.alarm on the night's results, within a budget
+#            NIGHT_PROCESSES to change it, until 1 % is detectable); exit status 1 where a case is slower
+#   alarm    the workflow's next step: python -m meddpm.bench.alarm on the night's results, within BUDGET seconds
+#            (ALARM_ARGS: more of its options, e.g. --processes 2)
 # Logs and results under /tmp/night-out (kept between calls on a warm machine), copied to OUT as night-logs.tar.gz.
 set -u
 OUT=$1
@@ -35,13 +36,13 @@ for stage in "$@"; do
     good) git -C /tmp/night checkout -q c00
           timed good "${night[@]}" --perf-results-dir="$logs/good"
           git -C /tmp/night checkout -q main ;;
-    night) timed night "${night[@]}" --perf-processes=3 --perf-until-detectable=0.01 --compare-to=last-good \
+    night) timed night "${night[@]}" --perf-processes="${NIGHT_PROCESSES:-3}" --perf-until-detectable=0.01 --compare-to=last-good \
              --perf-results-dir="$logs/night" ;;
     alarm) timed alarm python3 -m meddpm.bench.alarm "$logs/night" --bisect-budget "${BUDGET:-420}" ${ALARM_ARGS:-} ;;
     *) echo "unknown stage $stage" ;;
   esac
+  tar -czf "$OUT/night-logs.tar.gz" -C "$logs" .  # after every stage: a call cut short keeps what it had
 done
-tar -czf "$OUT/night-logs.tar.gz" -C "$logs" .
 for log in "$logs"/*.log; do
   echo "== $(basename "$log" .log): $(tail -n 1 "$log")"
   grep -vE "process [0-9]+/|^ +round " "$log" | grep -E "culprit|step [0-9]|slower|regression|passed|failed|where the time|budget|last good|moved" | cut -c1-240 | tail -n 14

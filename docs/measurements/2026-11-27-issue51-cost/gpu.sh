@@ -10,7 +10,7 @@
 #   nightly  the nightly's A/B: --perf-processes=3 --perf-until-detectable=0.01 --compare-to=HEAD
 #   profiled the suite under cProfile (OUT/suite.prof, and the 40 costliest calls by cumulative time in the log)
 #   probe    what this torch's profiler events carry (input_dtypes, linked_correlation_id)
-#   save     pytest perf_tests -m <arch> -k test_training_step --save-baseline --perf-processes=3
+#   save     pytest perf_tests -m <arch> -k test_training_step --save-baseline --perf-processes=3 (FORCE=1: forced)
 #   keep     pack the cache folder into OUT/compile-<arch>.txz.part-* (15 MiB parts, xz: a third of gzip's size)
 # Every stage's log, results and summary go into OUT/logs.tar.gz; the table last has each stage's exit status,
 # wall time, the suite's own time split and each process's compile line.
@@ -56,7 +56,8 @@ for stage in "$@"; do
       python3 -c "import torch; from torch.autograd.profiler_util import FunctionEvent as F; import inspect; \
 p = inspect.signature(F.__init__).parameters; print(torch.__version__, 'input_dtypes' in p, \
 'linked_correlation_id' in p)" > "$logs/probe.log" 2>&1 ;;
-    save) suite save perf_tests -m "$arch" -k test_training_step --save-baseline --perf-processes=3
+    save) suite save perf_tests -m "$arch" -k test_training_step --save-baseline ${FORCE:+--force-save-baseline} \
+          --perf-processes=3
       cp baselines/"$arch".json "$OUT/" ;;
     keep) tar -cf - -C "$MEDDPM_COMPILE_CACHE" . | xz -T16 -6 | split -b 15M - "$OUT/compile-$arch.txz.part-" ;;
     *) echo "unknown stage $stage" ;;
