@@ -243,8 +243,16 @@ def test_a_compiled_graph_without_module_scopes_opens_with_the_row_that_moved_mo
 
     rows = [
         {**row("module", OUTSIDE, OUTSIDE, "calls", 1100, 1095, 52.4, 50.4), "detail": "3 more copy/layout kernels"},
-        row("name", "void implicit_convolveNd_sgemm<__nv_bfloat16, 3>", "implicit_convolveNd_sgemm bfloat16",
-            "appeared", 1, 0, 1.81, None),
+        row(
+            "name",
+            "void implicit_convolveNd_sgemm<__nv_bfloat16, 3>",
+            "implicit_convolveNd_sgemm bfloat16",
+            "appeared",
+            1,
+            0,
+            1.81,
+            None,
+        ),
         row("name", "triton_poi_fused_add_7", "triton_poi_fused_add", "calls", 9, 8, 0.95, 0.50),
     ]
     line = first_line("paper/fast/b1", (0.0392, 0.0354, 0.0430), None, rows)
