@@ -258,3 +258,39 @@ def test_a_compiled_graph_without_module_scopes_opens_with_the_row_that_moved_mo
     line = first_line("paper/fast/b1", (0.0392, 0.0354, 0.0430), None, rows)
     assert line == "paper/fast/b1: time +3.92 % [3.54, 4.30]: implicit_convolveNd_sgemm bfloat16 appeared (+1.8 ms)"
     assert first_line("x", None, None, [rows[0], rows[2]]).endswith("triton_poi_fused_add ran 8 -> 9 times (+0.4 ms)")
+
+
+def test_a_module_type_whose_work_changed_precision_opens_the_memory_line():
+    """GroupNorm32 forgetting to cast back under autocast: its SiLU runs in float32, the next Conv3d casts its input
+    and keeps that copy. Conv3d keeps the bytes, but the change began where the precision changed."""
+    norm, conv = (
+        "denoiser.output_blocks.8.0.in_layers.0 (GroupNormSiLU)",
+        "denoiser.output_blocks.8.0.in_layers.1 (Conv3d)",
+    )
+
+    def rows(silu_dtype, casts_back):
+        silu = [
+            ProfileRow(f"void at::native::vectorized_elementwise_kernel<{4 if silu_dtype == 'float32' else 8}, {op}>",
+                       "elementwise", 35, 3.0 if silu_dtype == "float32" else 1.5, norm, f"aten::{op}",
+                       f"{op} {silu_dtype}")
+            for op in ("silu", "silu_backward")
+        ]  # fmt: skip
+        cast = "void at::native::unrolled_elementwise_kernel<copy>"
+        copies = [ProfileRow(cast, "copy/layout", 70, 0.7, norm, "aten::copy_", "copy float32 -> bfloat16")]
+        conv_copies = [ProfileRow(cast, "copy/layout", 68, 5.5, conv, "aten::copy_", "copy float32 -> bfloat16")]
+        convolution = [ProfileRow("sm90_xmma_fprop_bf16", "convolution", 50, 20.0, conv, "aten::convolution",
+                                  "xmma fprop bfloat16")]  # fmt: skip
+        return silu + convolution + (copies if casts_back else conv_copies)
+
+    planted, before = rows("float32", casts_back=False), rows("bfloat16", casts_back=True)
+    explained = [r.as_dict() for r in explain([planted, planted], [before, before])]
+    norm_row = next(r for r in explained if r["level"] == "module" and r["label"] == "GroupNormSiLU")
+    assert norm_row["detail"] == "70 elementwise kernels in float32 instead of bfloat16"
+    conv_row = next(r for r in explained if r["level"] == "module" and r["label"] == "Conv3d")
+    assert conv_row["detail"] == "68 more bfloat16 copy/layout kernels"  # copies alone: no change of precision
+    grown = [r.as_dict() for r in memory_rows([{conv: 5856 * 2**20}] * 2, [{conv: 3445 * 2**20}] * 2)]
+    line = first_line("paper/amp_bf16/b1", None, 0.225, [*explained, *grown])
+    assert line == (
+        "paper/amp_bf16/b1: peak memory +22.5 %: GroupNormSiLU runs 70 elementwise kernels in float32 instead of "
+        "bfloat16; Conv3d's forward keeps 2411.0 MiB more"
+    )

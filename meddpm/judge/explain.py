@@ -235,7 +235,8 @@ def top(moved: Mapping[str, float], n: int = 2) -> str:
 
 
 def _detail(kind: str, runs_a: Runs, runs_b: Runs) -> str:
-    """A module type's largest change of calls by dtype and group: "35 more float32 elementwise kernels"."""
+    """A module type's change of precision where it has one ("70 elementwise kernels in float32 instead of
+    bfloat16"), else its largest change of calls by dtype and group ("35 more float32 elementwise kernels")."""
     moved: dict[tuple[str, str, str], int] = defaultdict(int)
     for sign, runs in ((1, runs_a), (-1, runs_b)):
         for r in runs[0] if runs else []:
@@ -246,7 +247,23 @@ def _detail(kind: str, runs_a: Runs, runs_b: Runs) -> str:
     if not any(moved.values()):
         return ""
     (dtype, group, unit), n = max(moved.items(), key=lambda kv: abs(kv[1]))
+    shift = _precision_shift(moved, abs(n))
+    if shift:
+        return shift
     return " ".join(p for p in (str(abs(n)), "more" if n > 0 else "fewer", dtype, group, unit) if p)
+
+
+def _precision_shift(moved: Mapping[tuple[str, str, str], int], largest: int) -> str:
+    """Calls of one group that moved from one dtype to another, as many each way within a quarter, and at least
+    half the module type's largest change: the precision its work runs in changed, where a time or memory move
+    most often starts (an output no longer cast back, an op run outside autocast)."""
+    for (dtype, group, unit), n in sorted(moved.items(), key=lambda kv: -kv[1]):
+        if n <= 0 or not dtype or 2 * n < largest:
+            continue
+        for (other, group_b, unit_b), m in moved.items():
+            if (group_b, unit_b) == (group, unit) and other and other != dtype and m < 0 and 4 * abs(n + m) <= n:
+                return f"{n} {group} {unit} in {dtype} instead of {other}"
+    return ""
 
 
 def _distinct(rows: list[ExplainRow]) -> list[ExplainRow]:

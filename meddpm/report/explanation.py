@@ -142,7 +142,11 @@ def _cause(rows: Sequence[Mapping[str, Any]], memory: bool) -> str:
     grown = [r for r in rows if r["level"] == "memory" and r["count_a"] > r["count_b"]] if memory else []
     if grown:
         kept = grown[0]
-        return f"{kept['label']}'s forward keeps {(kept['count_a'] - kept['count_b']) / _MIB:.1f} MiB more"
+        keeps = f"{kept['label']}'s forward keeps {(kept['count_a'] - kept['count_b']) / _MIB:.1f} MiB more"
+        # A module type whose work changed precision is likelier the origin than the one that keeps the bytes
+        # (an output no longer cast back makes the next module cast and keep its own copy): named first.
+        shifted = next((r for r in rows if r["level"] == "module" and " instead of " in (r.get("detail") or "")), None)
+        return f"{shifted['label']} runs {shifted['detail']}; {keeps}" if shifted else keeps
     top = next((r for r in rows if r["level"] == "module" and r.get("shown", True)), None)
     if top is None or top["label"] == OUTSIDE:  # no module to name (a compiled graph runs without their scopes)
         row = next((r for r in rows if r["level"] == "name" and r.get("shown", True)), None)
