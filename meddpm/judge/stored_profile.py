@@ -20,6 +20,7 @@ import hashlib
 import statistics
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from meddpm.judge.baseline import FoldedRows, StoredProfile, StoredRow
 from meddpm.judge.explain import ExplainRow, Runs, explain, module_type, top
@@ -109,7 +110,10 @@ def explain_stored(runs: Runs, module_bytes: Sequence[Mapping[str, int]], profil
 
 
 def _folded_like(runs: Runs, profile: StoredProfile) -> list[list[ProfileRow]]:
-    """This run's rows, each folded into its group where the baseline folded its row, else kept."""
+    """This run's rows, each folded into its group where the baseline folded its row, else kept: where the
+    baseline kept the row too, under its module type's scope as the baseline has it, so that the two sides' calls
+    meet in the same "where" (instances against a type never cancel, and the type would be named for a move of
+    another type's instances); a row the baseline has not keeps its instances."""
     stored = {(r.name, r.label, r.category, r.module, r.op) for r in profile.rows}
     folded_keys = set(profile.folded_keys.split())
     keys = {_key(r) for rows in runs for r in rows}
@@ -119,7 +123,12 @@ def _folded_like(runs: Runs, profile: StoredProfile) -> list[list[ProfileRow]]:
         folded: dict[tuple[str, str], list[ProfileRow]] = defaultdict(list)
         kept = []
         for r in rows:
-            (kept if _key(r) in keep else folded[(r.category, module_type(r.module))]).append(r)
+            if _key(r) in stored:
+                kept.append(replace(r, module=type_scope(module_type(r.module))))
+            elif _key(r) in keep:
+                kept.append(r)
+            else:
+                folded[(r.category, module_type(r.module))].append(r)
         kept += [_folded(*where, sum(r.count for r in rs), sum(r.ms for r in rs)) for where, rs in folded.items()]
         out.append(kept)
     return out
