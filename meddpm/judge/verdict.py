@@ -292,19 +292,19 @@ def judge_memory_ab(
     the tolerance alone decides, as it does against a stored baseline.
     """
     gib = 2**30
-    counts = [*candidate_bytes, *reference_bytes]
-    if not candidate_bytes or not reference_bytes or not all(math.isfinite(b) and b >= 0 for b in counts):
+    peaks = [*candidate_bytes, *reference_bytes]
+    if not candidate_bytes or not reference_bytes or not all(math.isfinite(b) and b >= 0 for b in peaks):
         # A side that read no peak, or a figure that is no count of bytes (NaN, inf, negative), judges nothing.
         return Verdict(subject, metric, "not measured", _gib(reference_bytes), _gib(candidate_bytes), "GiB")
     now, base = float(np.median(candidate_bytes)) / gib, float(np.median(reference_bytes)) / gib
     if base == 0:  # no relative change from 0: any peak above it grew beyond every tolerance
         outcome = "regression" if now > 0 else "unchanged"
         return Verdict(subject, metric, outcome, base, now, "GiB", tol.memory_rel)
-    spread = pooled_spread(candidate_bytes, reference_bytes) if min(counts) > 0 else None
+    spread = pooled_spread(candidate_bytes, reference_bytes) if min(peaks) > 0 else None
     threshold = tol.memory_rel if spread is None else max(tol.memory_rel, NOISE_MULTIPLE * spread)
     change = now / base - 1
     p = None
-    if min(len(candidate_bytes), len(reference_bytes)) >= 2 and min(counts) > 0:
+    if min(len(candidate_bytes), len(reference_bytes)) >= 2 and min(peaks) > 0:
         c = compare_processes(candidate_bytes, reference_bytes, alpha=tol.alpha)
         p = c.p_slower if change >= 0 else 1 - c.p_slower
     significant = p is None or p < tol.alpha
