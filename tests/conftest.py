@@ -1,6 +1,7 @@
 """Shared fixtures for the package's CPU tests."""
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 import torch
@@ -9,6 +10,18 @@ from bench_fakes import FakeCampaign
 from meddpm import ModelConfig
 from meddpm.bench.cli import main as bench_main
 from meddpm.suite.options import SuiteOptions
+
+# The suite's training test, run in isolated pytest runs (pytester) by the plugin's own tests
+SUITE_TRAINING = Path(__file__).resolve().parent.parent / "perf_tests" / "test_training.py"
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester) -> pytest.Pytester:
+    """A pytester folder holding the suite's training test and a conftest that loads the suite's plugin (a test
+    may write its own conftest over it, with an injected clock)."""
+    pytester.makeconftest('pytest_plugins = ["meddpm.suite.plugin"]')
+    pytester.makepyfile(test_training=SUITE_TRAINING.read_text())
+    return pytester
 
 
 @pytest.fixture

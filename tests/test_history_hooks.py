@@ -17,7 +17,6 @@ from meddpm.history.store import HistoryStore
 from meddpm.measure.machine.environment import commit_subject
 from meddpm.suite.records import append_history
 
-SUITE_TESTS = Path(__file__).resolve().parent.parent / "perf_tests" / "test_training.py"
 FAST = [
     *("-p", "no:cacheprovider", "-rfEs", "-m", "cpu", "--combos=baseline", "--perf-warmup=0"),
     *("--perf-min-rounds=1", "--perf-max-rounds=1", "--perf-benchmark-rounds=1", "--perf-rel-iqr=1.0"),
@@ -113,10 +112,10 @@ def test_bench_keeps_its_json_when_the_append_fails(bench, tmp_path, capsys, mon
 
 
 @pytest.fixture
-def suite(pytester: pytest.Pytester) -> pytest.Pytester:
-    pytester.makepyfile(test_training=SUITE_TESTS.read_text())
-    (pytester.path / "baselines").mkdir()  # empty: the case measures, then skips for want of a baseline
-    return pytester
+def suite(suite: pytest.Pytester) -> pytest.Pytester:
+    """The shared folder with an empty baselines folder: the case measures, then skips for want of a baseline."""
+    (suite.path / "baselines").mkdir()
+    return suite
 
 
 def run_suite(suite: pytest.Pytester, *args: str) -> pytest.RunResult:

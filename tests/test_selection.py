@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -11,7 +10,6 @@ from meddpm.suite.cases import PerfCase, RatioCase
 from meddpm.suite.selection import selected_combos
 
 ALL = ("baseline", "opt1", "opt2", "opt12", "amp_bf16", "fast")
-SUITE_TESTS = Path(__file__).resolve().parent.parent / "perf_tests" / "test_training.py"
 
 
 def allowed(on_gpu: bool) -> tuple[str, ...]:
@@ -41,13 +39,6 @@ def test_cases_of_other_devices_and_batches_get_campaigns_of_their_own():
     cases = [PerfCase("cpu", "tiny", "opt1", 1), PerfCase("h200", "paper", "opt1", 2)]
     selection, _ = selected_combos(cases, allowed, lambda r: True)
     assert selection == {("cpu", "tiny", 1): ["opt1"], ("cuda", "paper", 2): ["opt1"]}
-
-
-@pytest.fixture
-def suite(pytester: pytest.Pytester) -> pytest.Pytester:
-    pytester.makeconftest('pytest_plugins = ["meddpm.suite.plugin"]')
-    pytester.makepyfile(test_training=SUITE_TESTS.read_text())
-    return pytester
 
 
 def run(suite: pytest.Pytester, *args: str) -> pytest.RunResult:

@@ -3,11 +3,9 @@
 
 import json
 import sqlite3
-from pathlib import Path
 
 import pytest
 
-SUITE_TESTS = Path(__file__).resolve().parent.parent / "perf_tests" / "test_training.py"
 FAST = [
     *("-p", "no:cacheprovider", "-rfEs", "-m", "cpu", "--combos=baseline,opt2", "--perf-warmup=0"),
     *("--perf-min-rounds=5", "--perf-max-rounds=5", "--perf-benchmark-rounds=1", "--perf-rel-iqr=1.0"),
@@ -76,10 +74,10 @@ meddpm.measure.processes.campaign.ProcessCampaign._run_worker = _run_worker
 
 
 @pytest.fixture
-def suite(pytester: pytest.Pytester) -> pytest.Pytester:
-    pytester.makepyfile(test_training=SUITE_TESTS.read_text())
-    (pytester.path / "baselines").mkdir()
-    return pytester
+def suite(suite: pytest.Pytester) -> pytest.Pytester:
+    """The shared folder with an empty baselines folder: the case measures, then skips for want of a baseline."""
+    (suite.path / "baselines").mkdir()
+    return suite
 
 
 def run(suite: pytest.Pytester, conftest: str, *args: str) -> tuple[pytest.RunResult, dict]:

@@ -18,13 +18,6 @@ FAST = [
 ]
 
 
-@pytest.fixture
-def suite(pytester: pytest.Pytester) -> pytest.Pytester:
-    pytester.makeconftest('pytest_plugins = ["meddpm.suite.plugin"]')
-    pytester.makepyfile(test_training=SUITE_TESTS.read_text())
-    return pytester
-
-
 def run(suite: pytest.Pytester, *args: str) -> pytest.RunResult:
     bdir, rdir = suite.path / "baselines", suite.path / "results"
     return suite.runpytest_subprocess(*FAST, f"--baseline-dir={bdir}", f"--perf-results-dir={rdir}", *args)
