@@ -147,6 +147,7 @@ def test_the_measurements_pass_check_with_the_fast_memory_step_acknowledged(tmp_
     assert status == 0, out
     assert "ACKNOWLEDGED: h200 paper/fast/b1 memory +1.5%" in out
     assert "ACKNOWLEDGED: h200 paper/fast/b1/p3 memory +3.2%" in out
+    assert "ACKNOWLEDGED: h100 paper/fast/b1/p3 memory +3.1%" in out  # the same step, seen on H100s since
 
 
 def test_one_change_seen_in_one_process_and_in_three_is_one_row(tmp_path, capsys):
@@ -155,5 +156,5 @@ def test_one_change_seen_in_one_process_and_in_three_is_one_row(tmp_path, capsys
     run(capsys, "report", "--db", db, "--out", str(tmp_path / "site"))
     index = (tmp_path / "site" / "index.html").read_text()
     acknowledged = index.split("<h2>Acknowledged regressions</h2>")[1].split("</table>")[0]
-    assert acknowledged.count("<tr>") == 2  # the header and one change
+    assert acknowledged.count("<tr>") == 3  # the header, the H200s' one change and the H100s' same step
     assert "paper fast, batch 1</span><br><span" in acknowledged and "+1.5%<br>+3.2%" in acknowledged

@@ -28,6 +28,7 @@ from meddpm.history.simulation import simulate, simulated_documents
 from meddpm.history.store import HistoryStore
 
 MEASUREMENTS = Path(__file__).resolve().parent.parent / "docs" / "measurements"
+MEASURED_RUNS = 65  # the runs docs/measurements holds, numbered first; each measured run added moves it
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 
 
@@ -115,9 +116,9 @@ def test_the_index_lists_recent_runs_and_ab_runs_with_verdicts_and_each_run_has_
     # The measured H100 A/B run against fa2f81a: opt1 unchanged, its whole verdict on hover.
     assert "fa2f81a" in ab and "paper opt1, batch 1</span>: <span title=" in ab and ">unchanged 0.99" in ab
     pages = sorted((site / "runs").glob("*.html"))
-    assert len(pages) == 59 + 24
+    assert len(pages) == MEASURED_RUNS + 24
     last = max(pages, key=lambda p: int(p.stem)).read_text()
-    assert "a100 suite run 83 of 2026-12-24 02:17" in last and "suite run, 3 processes" in last
+    assert f"a100 suite run {MEASURED_RUNS + 24} of 2026-12-24 02:17" in last and "suite run, 3 processes" in last
     # Per-process medians, clocks, throttle reasons and the environment as recorded.
     assert "SwPowerCap" in last and "<td>1755 / -</td>" in last and "<td>driver</td><td>580.95</td>" in last
     assert "<script" not in last
@@ -129,8 +130,8 @@ def test_a_run_page_shows_its_commit_subject_escaped_and_links_its_ci_job(site):
     job = "https://github.com/example/meddpm-perf/actions/runs/23/attempts/1"
     assert f'<td>CI job</td><td><a href="{job}">{job}</a></td>' in last
     # A recorded address that is no web address is text, never a link that runs script.
-    first = (site / "runs" / "60.html").read_text()
-    assert "a100 suite run 60 of" in first and "<td>CI job</td><td>javascript:alert(1)</td>" in first
+    first = (site / "runs" / f"{MEASURED_RUNS + 1}.html").read_text()
+    assert f"a100 suite run {MEASURED_RUNS + 1} of" in first and "<td>CI job</td><td>javascript:alert(1)</td>" in first
     measured = (site / "runs" / "1.html").read_text()
     assert "<td>commit subject</td><td>not recorded</td>" in measured and "none recorded (not run in CI)" in measured
 
@@ -231,7 +232,7 @@ def test_the_pages_load_in_a_headless_browser_with_charts_and_no_errors(site):
             # A click on a point opens its run's page.
             page.locator("#chart-a100-paper-opt1-b1-time").scroll_into_view_if_needed()
             page.locator("#chart-a100-paper-opt1-b1-time a").last.click()
-            page.wait_for_url("**/runs/81.html")
+            page.wait_for_url(f"**/runs/{MEASURED_RUNS + 22}.html")
             assert "Against the run before" in page.inner_text("body")
             page.goto((site / "runs" / "1.html").as_uri(), wait_until="load")
             assert "Cases" in page.inner_text("body")
