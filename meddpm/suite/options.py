@@ -169,8 +169,7 @@ def add_options(parser: pytest.Parser) -> None:
         default=None,
         help="synchronised rounds per case that pytest-benchmark times itself, for its storage and comparisons; no "
         f"verdict reads them (default: {BENCHMARK_ROUNDS} where {' or '.join(_flag(d) for d in BENCHMARK_STORAGE)} is "
-        "given, else "
-        "0: pytest-benchmark times nothing)",
+        "given, else 0: pytest-benchmark times nothing)",
     )
     g.addoption(
         "--perf-results-dir",
