@@ -90,7 +90,7 @@ def explain_table(rows: Sequence[Mapping[str, Any]], n: int = EXPLAIN_TOP_ROWS) 
     return pd.DataFrame(
         [
             {
-                "row": _cut(r.get("label") or short_name(r["name"]), 48),
+                "row": _row_label(r, 48),
                 "where": _cut(" -> ".join(p for p in (r.get("module", ""), r.get("op", "")) if p), 72),
                 "change": r["change"],
                 "calls A": r["count_a"],
@@ -162,12 +162,17 @@ def _cause(rows: Sequence[Mapping[str, Any]], memory: bool) -> str:
 
 def _row_words(row: Mapping[str, Any]) -> str:
     """A row that moved, in words: "implicit_convolveNd_sgemm bfloat16 appeared (+1.8 ms)"."""
-    label = _cut(row.get("label") or short_name(row["name"]), 60)
+    label = _row_label(row, 60)
     if row["change"] in ("appeared", "vanished"):
         return f"{label} {row['change']} ({_ms(row)})"
     if row["change"] == "calls":
         return f"{label} ran {row['count_b']} -> {row['count_a']} times ({_ms(row)})"
     return f"{label} {_ms(row)}"
+
+
+def _row_label(row: Mapping[str, Any], n: int) -> str:
+    """A row's short name (its label, else one made from its full name), cut to ``n`` characters."""
+    return _cut(row.get("label") or short_name(row["name"]), n)
 
 
 def _moved(row: Mapping[str, Any]) -> float:

@@ -102,7 +102,7 @@ class Attribution:
     """
 
     def __init__(self, events: Sequence[Any], dtypes: Mapping[int, Sequence[str]] | None = None):
-        """``dtypes``: an operator's input dtypes by its id, where its event carries none (:func:`kineto_dtypes`)."""
+        """``dtypes``: an operator's input dtypes by its id, where its event carries none (:class:`KinetoDtypes`)."""
         self._dtypes = dtypes or {}
         cpu = [e for e in events if e.device_type == DeviceType.CPU]
         self._launcher = {e.id: e for e in cpu if hasattr(e, "linked_correlation_id") and not e.linked_correlation_id}
