@@ -46,8 +46,9 @@ MAX_ROUNDS = 10_000  # timed rounds: the adaptive rule stops far sooner
 class CampaignSettings:
     """How long to measure: warm-up, round limits, the noise target and the time budget."""
 
-    # The first iteration autotunes; on H100s the second already ran within 0.3 % of the third (docs/ci.md).
-    warmup: int = 2
+    # The first iteration autotunes; the second already runs as the third does (docs/ci.md). A combo with CUDA
+    # graphs warms up over the calls it needs to record them, whatever this says.
+    warmup: int = 1
     min_rounds: int = 5
     max_rounds: int = 30
     rel_iqr_target: float = 0.02
@@ -164,7 +165,7 @@ SETTINGS: tuple[Setting, ...] = (
         "untimed warm-up iterations per combo (default: {default}; never fewer than a combo's CUDA graphs need; "
         f"at most {MAX_WARMUP})",
         _count(0, MAX_WARMUP),
-        {SUITE: (OWN, 1), BENCH: (OWN, 1)},
+        {SUITE: (OWN, OWN), BENCH: (OWN, OWN)},
         adaptive=False,
     ),
     Setting(
@@ -216,10 +217,10 @@ SETTINGS: tuple[Setting, ...] = (
         "energy_error",
         float,
         "plan each energy block so the counter's steps err by at most this share of its energy (default: "
-        "{default}: with the default 10%% energy threshold, two such bounds leave 6%% to the runs' spreads; a block "
-        "lasts 0.125 s / bound at a 100 ms counter period)",
+        "{default}: with the default 10%% energy threshold and a baseline saved at 0.02, 5%% is left to the runs' "
+        "spreads; a block lasts 0.125 s / bound at a 100 ms counter period)",
         _share,
-        {SUITE: (0.02, 0.02)},
+        {SUITE: (0.03, 0.03)},
         adaptive=False,
     ),
 )
