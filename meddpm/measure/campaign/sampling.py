@@ -8,7 +8,6 @@ those steps instead of all T.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,14 +18,12 @@ from meddpm.model.config import ModelConfig
 from meddpm.run.combos import Combo
 from meddpm.run.sampling import Sampler
 
-# A pair of timed calls: one of SHORT_STEPS steps, one of more. Their difference is the steps' own time, free of
-# what every call costs once (the start noise, the masks, a CUDA graph's first replay), which a full sample pays
-# once and a short run would otherwise spread over few steps.
-SHORT_STEPS = 1
-# The longer call lasts about LONG_CALL_MS, so that a call's own jitter (a few ms) is a small share of the steps it
-# adds, whether a step takes 200 ms (2 steps) or 20 ms (15 steps): planned from the first short call.
-LONG_CALL_MS = 300.0
-MIN_LONG_STEPS, MAX_LONG_STEPS = 2, 30
+# A pair of timed calls: one of SHORT_STEPS steps, one of LONG_STEPS. Their difference is the steps' own time,
+# free of what every call costs once (the start noise, the masks, a CUDA graph's first replay), which a full
+# sample pays once and a short run would otherwise spread over few steps. Five steps apart, not fewer: the card's
+# clock wanders from one step to the next, and pairs one step apart did not agree within PAIR_AGREEMENT in ten
+# pairs (docs/ci.md).
+SHORT_STEPS, LONG_STEPS = 1, 6
 MIN_PAIRS, MAX_PAIRS = 2, 10
 # An eager combo autotunes in its first call; a compiled one compiles in its first and may compile again in its
 # second (a step's output laid out unlike its first input), so it warms up over three.
@@ -74,13 +71,6 @@ def warmup_steps_for(combo: Combo) -> int:
     return COMPILED_WARMUP_STEPS if combo.compile else EAGER_WARMUP_STEPS
 
 
-def long_call_steps(short_ms: float) -> int:
-    """The steps of a pair's longer call, from its short call's milliseconds: about :data:`LONG_CALL_MS` of them."""
-    if short_ms <= 0:
-        return MAX_LONG_STEPS
-    return min(MAX_LONG_STEPS, max(MIN_LONG_STEPS, math.ceil(LONG_CALL_MS / short_ms)))
-
-
 def time_sampling(
     config: ModelConfig, combo: Combo, device: torch.device, warmup_steps: int | None = None
 ) -> SamplingResult:
@@ -100,28 +90,26 @@ def estimate_sampling(
     warmup_steps: int | None = None,
     clock=time_synchronized,
 ) -> SamplingResult:
-    """A full sample's seconds from pairs of timed calls of :data:`SHORT_STEPS` and :func:`long_call_steps` steps,
-    after ``warmup_steps`` untimed ones (None: :func:`warmup_steps_for`), until :data:`MIN_PAIRS` or more agree on
-    the ms per step within :data:`PAIR_AGREEMENT` (at most :data:`MAX_PAIRS`): T x the median ms per step plus the
-    median cost of a call.
+    """A full sample's seconds from pairs of timed calls of :data:`SHORT_STEPS` and :data:`LONG_STEPS` steps, after
+    ``warmup_steps`` untimed ones (None: :func:`warmup_steps_for`), until :data:`MIN_PAIRS` or more agree on the ms
+    per step within :data:`PAIR_AGREEMENT` (at most :data:`MAX_PAIRS`): T x the median ms per step plus the median
+    cost of a call.
 
     A diffusion of no more steps than the short run would time is timed whole, and so is one whose pairs read no
     positive ms per step (the short calls no faster than the long: noise). ``clock(fn, device)`` gives a
     call's milliseconds (CUDA events on a GPU).
     """
-    if config.timesteps <= (SHORT_STEPS + MAX_LONG_STEPS) * MIN_PAIRS:
+    if config.timesteps <= (SHORT_STEPS + LONG_STEPS) * MIN_PAIRS:
         return time_sampling(config, combo, device, warmup_steps)
     warmup_steps = warmup_steps_for(combo) if warmup_steps is None else warmup_steps
     sampler = Sampler(config, combo, device)
     warmup_s = time_once(lambda: sampler(steps=warmup_steps), device) / 1e3
     per_step: list[float] = []
     per_call: list[float] = []
-    long_steps = 0
     while len(per_step) < MAX_PAIRS:
         short = clock(lambda: sampler(steps=SHORT_STEPS), device)
-        long_steps = long_steps or long_call_steps(short)
-        long = clock(lambda: sampler(steps=long_steps), device)
-        per_step.append((long - short) / (long_steps - SHORT_STEPS))
+        long = clock(lambda: sampler(steps=LONG_STEPS), device)
+        per_step.append((long - short) / (LONG_STEPS - SHORT_STEPS))
         per_call.append(short - SHORT_STEPS * per_step[-1])
         if len(per_step) >= MIN_PAIRS and pairs_agree(per_step):
             break
@@ -131,7 +119,7 @@ def estimate_sampling(
         return time_sampling(config, combo, device, warmup_steps)
     return SamplingResult(
         combo.name, config.timesteps, warmup_s, (call_ms + step_ms * config.timesteps) / 1e3,
-        (SHORT_STEPS + long_steps) * len(per_step), tuple(per_step), call_ms,
+        (SHORT_STEPS + LONG_STEPS) * len(per_step), tuple(per_step), call_ms,
     )  # fmt: skip
 
 
