@@ -260,7 +260,7 @@ def test_sigterm_and_sighup_are_an_interrupt_only_inside_the_block(signum):
 # A parent that starts a worker as the campaign does, the worker writing its PID and then waiting.
 ORPHAN = """
 import os, pathlib, sys
-from meddpm.measure.processes.campaign import run_to_the_end
+from meddpm.measure.processes.launch import run_to_the_end
 child = "import os, pathlib, time; pathlib.Path(os.environ['PID_FILE']).write_text(str(os.getpid())); time.sleep(600)"
 run_to_the_end([sys.executable, "-c", child], pathlib.Path.cwd(), dict(os.environ), 600)
 """

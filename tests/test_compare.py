@@ -103,17 +103,25 @@ def test_energy_blocks_run_in_each_sides_first_process_only_and_not_when_off(
     switches = []
     harness = Path(processes.__file__).resolve().parents[2]
 
-    def worker(cmd, cwd, env, timeout_s):
+    class Worker:
         """A worker that measures nothing: it records its energy switch and bound and writes an empty document."""
-        settings = json.loads(cmd[cmd.index("--settings") + 1])
-        switches.append(str(int(settings["energy"])))
-        assert settings["energy_error"] == 0.02
-        out = Path(cmd[cmd.index("--out") + 1])
-        document = {"schema": WORKER_SCHEMA, "harness": str(harness), "workload": str(tmp_path / "meddpm")}
-        out.write_text(json.dumps({**document, "environment": {}, "results": []}))
-        return subprocess.CompletedProcess(cmd, 0, "", "")
 
-    monkeypatch.setattr(processes, "run_to_the_end", worker)
+        def __init__(self, workload, python, env):
+            pass
+
+        def run(self, job, timeout_s):
+            settings = json.loads(job[job.index("--settings") + 1])
+            switches.append(str(int(settings["energy"])))
+            assert settings["energy_error"] == 0.02
+            out = Path(job[job.index("--out") + 1])
+            document = {"schema": WORKER_SCHEMA, "harness": str(harness), "workload": str(tmp_path / "meddpm")}
+            out.write_text(json.dumps({**document, "environment": {}, "results": []}))
+            return subprocess.CompletedProcess(job, 0, "", "")
+
+        def cancel(self):
+            pass
+
+    monkeypatch.setattr(processes, "StartedWorker", Worker)
     campaign = ProcessCampaign(
         ModelConfig.preset("tiny"),
         ["baseline"],

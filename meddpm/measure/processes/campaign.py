@@ -12,11 +12,8 @@ the process medians that verdicts use as their unit among their figures.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import dataclasses
-import os
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -26,15 +23,14 @@ from pathlib import Path
 
 import torch
 
-import meddpm
 from meddpm.errors import UserError
 from meddpm.measure.campaign.protocol import Progress, Source
 from meddpm.measure.campaign.result import ComboResult, ComboRuns
 from meddpm.measure.campaign.settings import CampaignSettings, worker_arguments
 from meddpm.measure.campaign.time_split import TimeSplit
 from meddpm.measure.energy.counter import BlockEnergy
-from meddpm.measure.machine.cache_root import bytecode_environment
 from meddpm.measure.machine.nvml import GpuState
+from meddpm.measure.processes.launch import StartedWorker, harness_root
 from meddpm.measure.processes.sides import side_record
 from meddpm.measure.processes.worker import WORKER_SCHEMA
 from meddpm.measure.profiling.iteration import ProfileRow
@@ -50,10 +46,6 @@ WORKER_OUTPUT = Kind(
     noun="measuring process's output",
     fix="a worker of this tree writes it; report this as a bug",
 )
-
-# Linux's prctl, resolved before any fork: a forked child may call only what is already loaded.
-_PRCTL = getattr(ctypes.CDLL(None, use_errno=True), "prctl", None) if sys.platform == "linux" else None
-_PR_SET_PDEATHSIG = 1
 
 
 class ProcessFailed(UserError):
@@ -160,6 +152,9 @@ class ProcessCampaign:
         self._measured = {s.label: {c: ComboRuns(in_workers=True) for c in self.combos} for s in self.sources}
         self._environments: dict[str, dict] = {}  # by label: the environment its first worker reported
         self._started: set[str] = set()  # the labels of the sources whose first process has started
+        # The next turn's source, and its worker once started (meddpm.measure.processes.launch).
+        self._ahead: StartedWorker | None = None
+        self._next_source: Source | None = None
         self.time_split = TimeSplit()  # where the workers' time went; a worker's own start-up included
 
     @property
@@ -175,6 +170,9 @@ class ProcessCampaign:
     def run(self, on_progress: Callable[[Progress], None] | None = None) -> dict[str, ComboResult]:
         """Run the worker processes in turn; returns the first source's results by combo, pooled over its processes.
 
+        Each turn's worker is started during the turn before it and waits, imported, for its job
+        (:class:`~meddpm.measure.processes.launch.StartedWorker`): the GPU still runs one process at a time.
+
         Each source's first process also measures energy, where the settings ask for it: one block a combo
         (about 12 s), not one a process, which would push a nightly run past 10 minutes. With
         ``until_detectable``, later processes measure only the combos that have not reached it.
@@ -183,10 +181,12 @@ class ProcessCampaign:
         (:class:`ProcessFailed`, which says which process).
         """
         notify = on_progress or (lambda _: None)
-        pending, planned, done = list(self.combos), self.processes * len(self.sources), 0
-        with signals_as_interrupt():
+        turns = [source for index in range(self.processes) for source in paired(self.sources, index)]
+        pending, planned, done = list(self.combos), len(turns), 0
+        with signals_as_interrupt(), self._workers_ahead():
             for index in range(self.processes):
                 for source in paired(self.sources, index):
+                    self._next_source = turns[done + 1] if done + 1 < planned else None
                     measured = self.measurements(source)
                     first = source.label not in self._started
                     self._started.add(source.label)
@@ -242,17 +242,36 @@ class ProcessCampaign:
     def close(self) -> None:
         """Nothing to free: the models lived and died in the workers."""
 
+    @contextlib.contextmanager
+    def _workers_ahead(self) -> Iterator[None]:
+        """For the span of the block, each turn's worker starts during the turn before it; one left over at the end
+        (the run stopped early, failed or was cut short) is killed before it ever touches the GPU."""
+        try:
+            yield
+        finally:
+            if self._ahead is not None:
+                self._ahead.cancel()
+                self._ahead = None
+
+    def _worker_for(self, source: Source) -> StartedWorker:
+        """The worker started ahead for ``source``'s turn (the turn before it started it), else one started now;
+        then the next turn's is started."""
+        worker = self._ahead or StartedWorker(source.workload, source.python, source.env)
+        upcoming = self._next_source
+        self._ahead = None if upcoming is None else StartedWorker(upcoming.workload, upcoming.python, upcoming.env)
+        return worker
+
     def _run_worker(self, source: Source, combos: Sequence[str], energy: bool) -> list[ComboResult]:
         s = self.settings
+        worker = self._worker_for(source)
         with tempfile.TemporaryDirectory(prefix="meddpm-worker-") as tmp:
             out = Path(tmp) / "result.json"
             settings = dataclasses.replace(s, energy=s.energy and energy)
-            cmd = [
-                *worker_command(source.workload, source.python),
+            job = [
                 *("--preset", self.config.name, "--combos", ",".join(combos), "--device", str(self.device)),
                 *("--batch-size", str(self.batch_size), *worker_arguments(settings), "--out", str(out)),
             ]
-            proc = run_to_the_end(cmd, harness_root(), worker_environment(source.env), self.timeout_s)
+            proc = worker.run(job, self.timeout_s)
             if proc.returncode != 0 or not out.exists():
                 raise UserError(_last_error(proc.stderr))
             try:
@@ -266,58 +285,6 @@ class ProcessCampaign:
                 raise UserError(f"the worker for {source.label} imported its {role} from {imported}, not {expected}")
         self._environments.setdefault(source.label, document["environment"])
         return [result_from_dict(r) for r in document["results"]]
-
-
-def run_to_the_end(cmd: list[str], cwd: Path, env: dict[str, str], timeout_s: float) -> subprocess.CompletedProcess:
-    """Run a worker to its end; one cut short (Ctrl-C, SIGTERM, the timeout) is killed and reaped before this returns.
-
-    ``subprocess.run`` waits only a quarter of a second for a child it killed on a KeyboardInterrupt,
-    so a worker still dying then outlived the run as a zombie holding its GPU context. Where this process
-    dies without running that (SIGKILL, the OOM killer), the kernel kills the worker (Linux).
-    """
-    with subprocess.Popen(
-        cmd,
-        cwd=cwd,
-        env=env,
-        stdin=subprocess.DEVNULL,  # a worker reads nothing; an interactive one must not wait on the terminal
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=_die_with_parent,
-    ) as proc:
-        try:
-            stdout, stderr = proc.communicate(timeout=timeout_s)
-        except BaseException:
-            proc.kill()
-            proc.wait()
-            raise
-    return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
-
-
-def _die_with_parent() -> None:
-    """In the forked child: the kernel kills it when its parent dies, even by SIGKILL, which runs no cleanup of ours;
-    an orphaned worker would go on measuring and hold its GPU."""
-    if _PRCTL is not None:
-        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
-def harness_root() -> Path:
-    """The folder holding the imported ``meddpm`` package, whose harness every worker runs."""
-    return Path(meddpm.__file__).resolve().parent.parent
-
-
-def worker_command(workload: Path, python: str | None = None) -> list[str]:
-    """The command line of a worker that drives ``workload``'s workload with this tree's harness, run by ``python``
-    (None: this interpreter)."""
-    return [python or sys.executable, "-m", "meddpm.measure.processes.worker", "--workload", str(workload)]
-
-
-def worker_environment(extra: Sequence[tuple[str, str]] = ()) -> dict[str, str]:
-    """This process's environment with the ``extra`` variables, and this tree's ``meddpm`` first on the path: the
-    harness every worker runs; its Python bytecode kept in the compile cache (meddpm.measure.machine.compile_cache)."""
-    env = bytecode_environment({**os.environ, **dict(extra)})
-    path = os.pathsep.join(filter(None, [str(harness_root()), env.get("PYTHONPATH")]))
-    return {**env, "PYTHONPATH": path}
 
 
 def _last_error(stderr: str) -> str:

@@ -46,6 +46,12 @@ def drive_once() -> None:
         campaign.close()
 
 
+def import_ahead() -> None:
+    """What a worker started ahead of its turn imports while it waits: Dynamo, which a compiled combo would import
+    on its first call (seconds of a worker's start). Nothing here touches the GPU."""
+    import torch._dynamo  # noqa: F401
+
+
 def main(argv: Sequence[str], *, schema: str) -> int:
     """Measure the combos interleaved in this process and write one JSON document to ``--out``."""
     args = _parser().parse_args(argv)

@@ -23,13 +23,8 @@ from pathlib import Path
 from meddpm.errors import UserError, printable
 from meddpm.measure.campaign.protocol import Source
 from meddpm.measure.machine.environment import git_output
-from meddpm.measure.processes.campaign import (
-    harness_root,
-    run_to_the_end,
-    signals_as_interrupt,
-    worker_command,
-    worker_environment,
-)
+from meddpm.measure.processes.campaign import signals_as_interrupt
+from meddpm.measure.processes.launch import harness_root, run_to_the_end, worker_command, worker_environment
 from meddpm.measure.processes.sides import (
     ENV_OPTION,
     PYTHON_OPTION,

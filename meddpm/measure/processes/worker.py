@@ -12,10 +12,12 @@ harness does (one iteration of the tiny preset on the CPU), and says whether it 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from meddpm.measure.processes.launch import JOB_ON_STDIN
 from meddpm.measure.processes.workload import use_workload
 
 WORKER_SCHEMA = "meddpm-worker/2"
@@ -28,6 +30,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     choice = argparse.ArgumentParser(add_help=False)
     choice.add_argument("--workload", type=Path, required=True, help="the tree whose meddpm/ workload to measure")
     choice.add_argument("--check", action="store_true", help="only import the workload and say if it can be driven")
+    choice.add_argument(JOB_ON_STDIN, action="store_true", help="import, then read the job's arguments from stdin")
     chosen, rest = choice.parse_known_args(argv)
     use_workload(chosen.workload)
     try:
@@ -40,6 +43,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # whatever a revision's code raises under this harness: it cannot drive it
         print(f"WorkloadError: {type(exc).__name__}: {exc}", file=sys.stderr)
         return UNDRIVABLE
+    if chosen.job_on_stdin:
+        measuring_process.import_ahead()
+        line = sys.stdin.readline()
+        if not line:  # no job: the run ended before this process's turn
+            return 0
+        rest = [*rest, *json.loads(line)]
     return measuring_process.main(rest, schema=WORKER_SCHEMA)
 
 
