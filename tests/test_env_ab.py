@@ -194,9 +194,10 @@ def test_results_before_sides_upgrade_with_none_recorded(kind, old):
         results_document({**upgraded, "sides": "A"}, kind.current, kind)
 
 
-# An interpreter for side B that crashes its second measuring process (one with --out); checks and probes run.
+# An interpreter for side B that crashes its second measuring process (one started to be handed a job); checks and
+# probes run.
 CRASHING = """#!/bin/sh
-case "$*" in *--out*)
+case "$*" in *--job-on-stdin*)
     count=$(cat "$0.count" 2>/dev/null || echo 0); count=$((count + 1)); echo $count > "$0.count"
     if [ $count -eq 2 ]; then echo "RuntimeError: planted crash" >&2; exit 1; fi;;
 esac
