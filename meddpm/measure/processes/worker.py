@@ -5,7 +5,9 @@ each with a fresh CUDA context, cuDNN plans and Inductor compilation, and judge 
 their medians. Every worker runs this tree's harness; ``--workload TREE`` names the tree whose
 workload it measures (the working tree, or a revision extracted for an A/B run or a bisection:
 :mod:`meddpm.measure.processes.workload`). ``--check`` only drives that workload once, as the
-harness does (one iteration of the tiny preset on the CPU), and says whether it can. The worker and its JSON (schema
+harness does (one iteration of the tiny preset on the CPU), and says whether it can. ``--job-on-stdin`` imports,
+then waits for the measuring arguments as one JSON list on stdin (none: it ends), so that a campaign can start it
+during the turn before its own (:mod:`meddpm.measure.processes.launch`). The worker and its JSON (schema
 ``meddpm-worker/2``) are a protocol inside one tree only.
 """
 
