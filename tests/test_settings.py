@@ -107,8 +107,8 @@ def test_the_defaults_per_tool_and_device_are_those_of_before():
         settings = campaign_settings({}, tool, on_gpu)
         return tuple(getattr(settings, f) for f in fields)
 
-    assert of(SUITE, True) == (1, 5, 500, 0.03, 600.0, 0.002, 0.03)
-    assert of(SUITE, False) == (1, 5, 8, 0.25, 60.0, 0.0, 0.03)
+    assert of(SUITE, True) == (1, 5, 500, 0.03, 600.0, 0.002, 0.02)
+    assert of(SUITE, False) == (1, 5, 8, 0.25, 60.0, 0.0, 0.02)
     assert of(BENCH, True) == (1, 5, 500, 0.02, 300.0, 0.002, 0.01)
     assert of(BENCH, False) == (1, 5, 30, 0.02, 300.0, 0.0, 0.01)
 

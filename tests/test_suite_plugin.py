@@ -361,7 +361,7 @@ def test_the_energy_switch_reaches_the_campaign_settings(suite_options, energy):
 
 
 def test_the_energy_bound_reaches_the_campaign_settings(suite_options):
-    assert suite_options().campaign_settings(on_gpu=True).energy_error == 0.03  # the suite's default
+    assert suite_options().campaign_settings(on_gpu=True).energy_error == 0.02  # the suite's default
     assert suite_options(energy_bound=0.01).campaign_settings(on_gpu=True).energy_error == 0.01
 
 

@@ -217,10 +217,10 @@ SETTINGS: tuple[Setting, ...] = (
         "energy_error",
         float,
         "plan each energy block so the counter's steps err by at most this share of its energy (default: "
-        "{default}: with the default 10%% energy threshold and a baseline saved at 0.02, 5%% is left to the runs' "
-        "spreads; a block lasts 0.125 s / bound at a 100 ms counter period)",
+        "{default}: with the default 10%% energy threshold, two such bounds leave 6%% to the runs' spreads; a block "
+        "lasts 0.125 s / bound at a 100 ms counter period)",
         _share,
-        {SUITE: (0.03, 0.03)},
+        {SUITE: (0.02, 0.02)},
         adaptive=False,
     ),
 )
