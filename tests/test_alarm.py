@@ -147,6 +147,31 @@ def test_a_spent_budget_stops_the_walk_and_says_what_is_left(monkeypatch, tmp_pa
     assert any(line.startswith("budget: 200 s of 250 s spent, and an A/B run takes about 100 s") for line in lines)
 
 
+def test_a_budget_that_leaves_one_commit_names_it_the_culprit_by_bisection(monkeypatch, tmp_path):
+    # 16 commits: the ends and four halvings fit 550 planted seconds; c11 against its parent c10 would not.
+    plant(monkeypatch, tmp_path, _medians((10, 102.0)))
+    PlantedCampaign.run_seconds = 100.0
+    out = _night(tmp_path)
+    status, lines = _run(out, "--bisect-budget", "550")
+    assert status == 0 and PlantedCampaign.runs == [3] * 5, lines
+    (case,) = json.loads((out / "alarm.json").read_text())["cases"]
+    left = case["left"]
+    assert case["culprits"] == [] and left["commits"] == 1 and left["culprit"]["commit"] == COMMITS[10].sha
+    assert left["parent_step"]["commit"] == COMMITS[9].sha and left["parent_step"]["side"] == "good"
+    summary = (out / "summary.md").read_text()
+    expected = f"- culprit by bisection: {COMMITS[10].sha[:12]} (c11), ratio 1.02"
+    assert expected in summary and f"against the range's good end {GOOD.sha[:12]}" in summary, summary
+    assert f"its parent {COMMITS[9].sha[:12]} good (1.00" in summary
+    assert (
+        f"not measured for want of budget (1 A/B run of about 100 s): meddpm-bench --bisect {COMMITS[9].sha[:12]}"
+        in summary
+    )
+    assert lines[-1] == (
+        f"culprit: {COMMITS[10].sha[:12]} (c11) in opt1, by bisection (its own ratio against its parent not "
+        "measured: the budget)"
+    )
+
+
 @pytest.mark.parametrize("outcome, last_good", [("ok", True), ("regression", False)])
 def test_no_flagged_case_against_the_last_good_run_does_nothing(monkeypatch, tmp_path, outcome, last_good):
     plant(monkeypatch, tmp_path, _medians((10, 102.0)))

@@ -9,7 +9,9 @@ culprit's own slowdown (its ratio against its parent) leaves a significant part 
 (the bisection's ends) unexplained, the remainder is bisected too: the culprit up to the bad end
 first, and where that is not slower, the good end up to the culprit's parent. A budget in seconds
 bounds it all: an A/B run costs what a round of the ends cost, and none is started that would
-overrun; what is left is said, with the command that finishes it.
+overrun; what is left is said, with the command that finishes it. Where the budget leaves one commit, its
+parent measured good and it bad, that commit is named as the culprit by bisection, with its step's figures and
+explanation against the range's good end: only its own ratio against its parent is left unmeasured.
 """
 
 from __future__ import annotations
@@ -157,6 +159,7 @@ class Alarm:
             self.run_s = ends["seconds"] / (1 + ends["extended"])
             if status == bisect.BUDGET_SPENT:
                 found.left = {**document["left"], "why": "the budget"}
+                found.left.update(_by_bisection(found.left, document["bisect"]["steps"]))
                 break
             culprit = document["bisect"]["culprit"]
             rest = unexplained(ends, culprit)
@@ -180,7 +183,9 @@ def summary_section(cases: Sequence[CaseAlarm], budget: bisect.Budget, interrupt
         for culprit in found.culprits:
             lines += _culprit_lines(culprit)
         lines += [f"- {printable(note)}" for note in found.notes]
-        if found.left:
+        if found.left and "culprit" in found.left:
+            lines += _bisected_lines(found)
+        elif found.left:
             lines.append(f"- {_left_line(found)}")
         if not found.culprits and not found.left and not interrupted:
             lines.append("- no culprit: no range was slower when bisected (see the notes above)")
@@ -205,6 +210,32 @@ def _culprit_lines(culprit: dict[str, Any]) -> list[str]:
         )
     else:
         lines.append(f"- it explains the range {range_text} {_figures(ends)} (unexplained {_figures(rest)})")
+    return lines
+
+
+def _by_bisection(left: dict[str, Any], steps: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Where one commit is left, its step and its parent's (each against the range's good end), as the culprit
+    the bisection found: ``{"culprit": ..., "parent_step": ...}``; else nothing."""
+    by_commit = {step["commit"]: step for step in steps}
+    if left.get("commits") != 1 or left["bad"] not in by_commit:
+        return {}
+    return {"culprit": by_commit[left["bad"]], "parent_step": by_commit.get(left["good"])}
+
+
+def _bisected_lines(found: CaseAlarm) -> list[str]:
+    """The summary's lines on the culprit a spent budget left as the last commit: what its steps measured."""
+    left, c = found.left or {}, found.case
+    step, parent = left["culprit"], left.get("parent_step")
+    parent_figures = f" ({_figures(parent)})" if parent else ""
+    lines = [
+        f"- culprit by bisection: {step['commit'][:12]} ({printable(step['subject'])}), ratio {_figures(step)} "
+        f"against the range's good end {step['against'][:12]}, its parent {left['good'][:12]} good{parent_figures}; "
+        f"its own ratio against its parent not measured for want of budget (1 A/B run of about "
+        f"{left['run_seconds']:.0f} s): meddpm-bench --bisect {left['good'][:12]}..{left['bad'][:12]} --combos "
+        f"{c.combo} --preset {c.preset} --batch-size {c.batch_size}"
+    ]
+    if step.get("explain"):
+        lines += [f"  {line}" if line else "" for line in explanation_lines(step["explain"], markdown=True)]
     return lines
 
 
@@ -284,6 +315,12 @@ def run(argv: Sequence[str] | None = None, say: Callable[[str], None] = print) -
     for found in done:
         for culprit in found.culprits:
             say(f"culprit: {culprit['commit'][:12]} ({printable(culprit['subject'])}) in {found.case.combo}")
+        if found.left and "culprit" in found.left:
+            step = found.left["culprit"]
+            say(
+                f"culprit: {step['commit'][:12]} ({printable(step['subject'])}) in {found.case.combo}, by bisection "
+                "(its own ratio against its parent not measured: the budget)"
+            )
     failed = [found for found in done if found.notes and not found.culprits and found.left is None]
     if failed and not status:
         say(f"{PROG}: {len(failed)} flagged case(s) could not be bisected (their notes are in alarm.json)")
