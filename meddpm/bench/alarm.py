@@ -100,6 +100,11 @@ class CaseAlarm:
     files: list[str]
     left: dict[str, Any] | None = None
 
+    @property
+    def culprit_by_bisection(self) -> dict[str, Any] | None:
+        """The step of the one commit a spent budget left (its parent good, it bad), where it left one."""
+        return (self.left or {}).get("culprit")
+
     def as_dict(self) -> dict[str, Any]:
         c = self.case
         return {
@@ -183,7 +188,7 @@ def summary_section(cases: Sequence[CaseAlarm], budget: bisect.Budget, interrupt
         for culprit in found.culprits:
             lines += _culprit_lines(culprit)
         lines += [f"- {printable(note)}" for note in found.notes]
-        if found.left and "culprit" in found.left:
+        if found.culprit_by_bisection:
             lines += _bisected_lines(found)
         elif found.left:
             lines.append(f"- {_left_line(found)}")
@@ -224,27 +229,31 @@ def _by_bisection(left: dict[str, Any], steps: Sequence[dict[str, Any]]) -> dict
 
 def _bisected_lines(found: CaseAlarm) -> list[str]:
     """The summary's lines on the culprit a spent budget left as the last commit: what its steps measured."""
-    left, c = found.left or {}, found.case
-    step, parent = left["culprit"], left.get("parent_step")
+    left, step = found.left or {}, found.culprit_by_bisection or {}
+    parent = left.get("parent_step")
     parent_figures = f" ({_figures(parent)})" if parent else ""
     lines = [
         f"- culprit by bisection: {step['commit'][:12]} ({printable(step['subject'])}), ratio {_figures(step)} "
         f"against the range's good end {step['against'][:12]}, its parent {left['good'][:12]} good{parent_figures}; "
         f"its own ratio against its parent not measured for want of budget (1 A/B run of about "
-        f"{left['run_seconds']:.0f} s): meddpm-bench --bisect {left['good'][:12]}..{left['bad'][:12]} --combos "
-        f"{c.combo} --preset {c.preset} --batch-size {c.batch_size}"
+        f"{left['run_seconds']:.0f} s): {_finish_command(found)}"
     ]
     if step.get("explain"):
         lines += [f"  {line}" if line else "" for line in explanation_lines(step["explain"], markdown=True)]
     return lines
 
 
-def _left_line(found: CaseAlarm) -> str:
+def _finish_command(found: CaseAlarm) -> str:
+    """The bench command that bisects what ``found``'s budget or limit left."""
     left, c = found.left or {}, found.case
-    command = (
+    return (
         f"meddpm-bench --bisect {left['good'][:12]}..{left['bad'][:12]} --combos {c.combo} --preset {c.preset} "
         f"--batch-size {c.batch_size}"
     )
+
+
+def _left_line(found: CaseAlarm) -> str:
+    left, command = found.left or {}, _finish_command(found)
     if "commits" in left:
         cost = f"{left['commits']} commit(s); at most {left['runs']} A/B runs of about {left['run_seconds']:.0f} s"
         return f"stopped by the budget with the culprit in {left['good'][:12]}..{left['bad'][:12]} ({cost}): {command}"
@@ -315,8 +324,8 @@ def run(argv: Sequence[str] | None = None, say: Callable[[str], None] = print) -
     for found in done:
         for culprit in found.culprits:
             say(f"culprit: {culprit['commit'][:12]} ({printable(culprit['subject'])}) in {found.case.combo}")
-        if found.left and "culprit" in found.left:
-            step = found.left["culprit"]
+        step = found.culprit_by_bisection
+        if step:
             say(
                 f"culprit: {step['commit'][:12]} ({printable(step['subject'])}) in {found.case.combo}, by bisection "
                 "(its own ratio against its parent not measured: the budget)"
