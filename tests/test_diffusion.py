@@ -76,3 +76,14 @@ def test_sampler_runs_reverse_steps_under_a_combo(tiny):
     out = Sampler(tiny, COMBOS["opt2"], "cpu")(steps=2)
     assert out.shape == (1, tiny.out_channels, *tiny.volume) and torch.isfinite(out).all()
     assert out.is_contiguous(memory_format=torch.channels_last_3d)
+
+
+def test_a_compiled_sampler_compiles_its_reverse_step_once(tiny):
+    """Each step's output is the next step's input: laid out unlike the first input, it would compile again."""
+    from meddpm.run.sampling import Sampler
+
+    sampler = Sampler(tiny, COMBOS["fast"], "cpu")
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        for steps in (2, 3):
+            out = sampler(steps=steps)
+    assert out.shape == (1, tiny.out_channels, *tiny.volume) and torch.isfinite(out).all()
