@@ -18,6 +18,7 @@ import torch
 
 from meddpm.errors import UserError, first_line
 from meddpm.judge.arch import KNOWN_ARCHS, detect_arch
+from meddpm.measure.machine import read_ahead
 from meddpm.measure.processes.revision import check_sides
 from meddpm.measure.processes.sides import legend
 from meddpm.report.explanation import case_first_line, explanation_lines
@@ -306,3 +307,6 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     if suite.summary_path:
         tr.write_line(f"results: {suite.summary_path.parent / 'results.json'}, summary: {suite.summary_path}")
     tr.write_line(f"meddpm: where the time went: {measured.time_split.line(measured.wall_s)}")
+    reader = read_ahead.started()
+    if reader is not None:
+        tr.write_line(f"meddpm: {reader.describe()}")

@@ -6,16 +6,18 @@ holds, one of them a regression of ``fast``.
 DEST gets this tree's package, suite and baselines (meddpm/, perf_tests/, baselines/, conftest.py,
 pyproject.toml) committed as ``c00`` on branch ``main``, then ``c01`` .. ``c04``: notes, comments, and at ``c03``
 ``fast``'s first convolution back to cuDNN (``input_conv_by_taps`` off; 3.5 % slower on an H200 in
-docs/measurements/2026-11-26-issue42-bisect).
+docs/measurements/2026-11-26-issue42-bisect). PLANT_AT and LAST in the environment move the plant and the last
+commit (a longer night: LAST=8 PLANT_AT=5).
 """
 
+import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 TREE = Path(__file__).resolve().parents[3]
-PLANT_AT, LAST = 3, 4
+PLANT_AT, LAST = int(os.environ.get("PLANT_AT", 3)), int(os.environ.get("LAST", 4))
 
 
 def git(dest: Path, *args: str) -> None:
