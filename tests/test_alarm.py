@@ -280,3 +280,42 @@ def test_a_flagged_case_that_could_not_be_bisected_fails_the_step(monkeypatch, t
     assert lines[-1] == "meddpm-alarm: 1 flagged case(s) could not be bisected (their notes are in alarm.json)"
     (case,) = json.loads((out / "alarm.json").read_text())["cases"]
     assert case["notes"] and case["culprits"] == []
+
+
+def _with_night_processes(out, candidate_ms, reference_ms):
+    """The night's time comparison with its processes' medians kept, and what moved, as the suite writes them."""
+    path = out / "results.json"
+    results = json.loads(path.read_text())
+    (case,) = results["cases"]
+    case["comparisons"][0].update(candidate_ms=candidate_ms, reference_ms=reference_ms)
+    case["explain"] = [{"level": "module", "name": "Conv3d", "count_a": 3, "count_b": 2}]
+    path.write_text(json.dumps(results))
+
+
+def test_the_nights_own_ab_is_the_bisections_ends_and_is_not_measured_again(monkeypatch, tmp_path):
+    # The budget of the test above: without the ends' run, the four halvings and c11 against its parent fit it.
+    plant(monkeypatch, tmp_path, _medians((10, 102.0)))
+    PlantedCampaign.run_seconds = 100.0
+    out = _night(tmp_path)
+    _with_night_processes(out, [102.0, 102.02, 101.98], [100.0, 100.02, 99.98])
+    status, lines = _run(out, "--bisect-budget", "550")
+    assert status == 0 and PlantedCampaign.runs == [3] * 5, lines
+    (case,) = json.loads((out / "alarm.json").read_text())["cases"]
+    assert [c["commit"] for c in case["culprits"]] == [COMMITS[10].sha] and case["left"] is None
+    ends = json.loads((out / "bisect-opt1-1.json").read_text())["bisect"]["steps"][0]
+    assert ends["measured_by"] == "the night's A/B" and ends["seconds"] == 0 and ends["processes"] == [3, 3]
+    assert ends["explain"] == [{"level": "module", "name": "Conv3d", "count_a": 3, "count_b": 2}]
+    step = next(line for line in lines if line.startswith("step 1: "))
+    assert step.endswith("(3+3 processes, measured by the night's A/B); 5 A/B runs at most"), step
+    assert lines[-1] == f"culprit: {COMMITS[10].sha[:12]} (c11) in opt1"
+
+
+def test_a_night_ab_the_bisection_cannot_confirm_is_measured_again(monkeypatch, tmp_path):
+    # The night's processes read no slowdown at this bisection's alpha: its ends are measured anew, and found slower.
+    plant(monkeypatch, tmp_path, _medians((10, 102.0)))
+    out = _night(tmp_path)
+    _with_night_processes(out, [100.0, 100.02, 99.98], [100.0, 100.02, 99.98])
+    status, lines = _run(out, "--bisect-budget", "3600")
+    assert status == 0 and len(PlantedCampaign.runs) == 6, lines
+    ends = json.loads((out / "bisect-opt1-1.json").read_text())["bisect"]["steps"][0]
+    assert "measured_by" not in ends and ends["processes"] == [3, 3]

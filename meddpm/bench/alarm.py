@@ -2,13 +2,14 @@
 
 A nightly A/B against the last good run (``--compare-to=last-good``) that flags a case knows the range
 holding the slowdown: the last good run's commit up to the one it measured. This bisects that range
-for each flagged combo, in the same job (:func:`meddpm.bench.bisect.run_bisect`), and writes
+for each flagged combo, in the same job (:func:`meddpm.bench.bisect.run_bisect`; the night's own A/B of the range's
+ends is its first step, not measured again, where the results keep both sides' process medians), and writes
 ``culprit: <commit>`` with what moved into the run's ``summary.md`` and into ``alarm.json`` beside its
 ``results.json``. A nightly spans many commits, so two culprits in one range are common: where the
 culprit's own slowdown (its ratio against its parent) leaves a significant part of the range's
 (the bisection's ends) unexplained, the remainder is bisected too: the culprit up to the bad end
 first, and where that is not slower, the good end up to the culprit's parent. A budget in seconds
-bounds it all: an A/B run costs what a round of the ends cost, and none is started that would
+bounds it all: an A/B run costs what a round of the walk's first measured run cost, and none is started that would
 overrun; what is left is said, with the command that finishes it. Where the budget leaves one commit, its
 parent measured good and it bad, that commit is named as the culprit by bisection, with its step's figures and
 explanation against the range's good end: only its own ratio against its parent is left unmeasured.
@@ -31,6 +32,7 @@ from meddpm.atomic import write_json_atomic, write_text_atomic
 from meddpm.bench import bisect
 from meddpm.bench.cli import resolve_device
 from meddpm.errors import UserError, printable, run_command
+from meddpm.judge.bisection import MeasuredEnds
 from meddpm.measure.campaign import inputs
 from meddpm.measure.campaign.settings import (
     BENCH,
@@ -59,6 +61,7 @@ class Flagged:
     batch_size: int
     good: str  # the last good run's commit
     bad: str  # the commit the night measured
+    ends: MeasuredEnds | None = None  # the night's own A/B of the two, where its results keep the processes
 
 
 def flagged_cases(results: dict[str, Any]) -> list[Flagged]:
@@ -77,7 +80,17 @@ def flagged_cases(results: dict[str, Any]) -> list[Flagged]:
             f"the night measured {bad or 'no commit'}, not a plain commit, so there is no range to bisect; run the "
             "nightly on a clean checkout"
         )
-    return [Flagged(c["combo"], c["preset"], int(c["batch_size"]), str(last_good["commit"]), bad) for c in flagged]
+    good = str(last_good["commit"])
+    return [Flagged(c["combo"], c["preset"], int(c["batch_size"]), good, bad, _night_ends(c)) for c in flagged]
+
+
+def _night_ends(case: dict[str, Any]) -> MeasuredEnds | None:
+    """The night's A/B of ``case`` as the bisection's ends: its time comparison's process medians and what moved."""
+    time = next(c for c in case["comparisons"] if c.get("metric") == "time")
+    a, b = time.get("candidate_ms") or [], time.get("reference_ms") or []
+    if min(len(a), len(b)) < 2:  # a results file from before they were kept: the ends are measured again
+        return None
+    return MeasuredEnds(tuple(a), tuple(b), tuple(case.get("explain") or ()))
 
 
 def unexplained(ends: dict[str, Any], culprit: dict[str, Any]) -> dict[str, Any]:
@@ -151,7 +164,8 @@ class Alarm:
             path = self.out / f"bisect-{case.combo}-{len(found.files) + 1}.json"
             say(f"{PROG}: bisecting {case.combo} over {good[:12]}..{bad[:12]}")
             try:
-                status = bisect.run_bisect(job, f"{good}..{bad}", path, say, self.budget)
+                given = case.ends if (good, bad) == (case.good, case.bad) else None
+                status = bisect.run_bisect(job, f"{good}..{bad}", path, say, self.budget, given)
             except UserError as exc:
                 found.notes.append(f"{good[:12]}..{bad[:12]}: {exc}")
                 say(f"{PROG}: {exc}")
@@ -161,7 +175,8 @@ class Alarm:
                 raise KeyboardInterrupt  # the walk wrote what it measured; the alarm writes what it found
             document = json.loads(path.read_text())
             ends = document["bisect"]["steps"][0]
-            self.run_s = ends["seconds"] / (1 + ends["extended"])
+            measured = [s for s in document["bisect"]["steps"] if not s.get("measured_by")]
+            self.run_s = measured[0]["seconds"] / (1 + measured[0]["extended"]) if measured else self.run_s
             if status == bisect.BUDGET_SPENT:
                 found.left = {**document["left"], "why": "the budget"}
                 found.left.update(_by_bisection(found.left, document["bisect"]["steps"]))

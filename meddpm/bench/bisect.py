@@ -27,6 +27,7 @@ from meddpm.judge.ab import explanation
 from meddpm.judge.baseline import Tolerances
 from meddpm.judge.bisection import (
     Commit,
+    MeasuredEnds,
     Search,
     Side,
     Step,
@@ -199,6 +200,16 @@ class Walk:
         self.steps.append(step)
         return step
 
+    def given_ends(self, bad: Commit, good: Commit, ends: MeasuredEnds) -> Step | None:
+        """The ends' step from their measurement ``ends``; None where it does not show ``bad`` significantly slower at
+        this bisection's alpha (they are then measured anew)."""
+        c = compare_processes(list(ends.candidate_ms), list(ends.reference_ms), alpha=self.job.alpha)
+        if not (c.testable and c.p_slower < self.job.alpha and c.ratio > 1):
+            return None
+        step = Step(bad, good, c, "bad", 0.0, explain=ends.explain, measured_by=ends.measured_by)
+        self.steps.append(step)
+        return step
+
     def _undecided(self, comparison: Comparison, cut: float | None) -> str | None:
         """Why a step cannot decide yet, or None where it can."""
         c = comparison
@@ -223,10 +234,16 @@ class Walk:
 
 
 def run_bisect(
-    job: Bisection, range_text: str, json_path: Path, say: Callable[[str], None], budget: Budget | None = None
+    job: Bisection,
+    range_text: str,
+    json_path: Path,
+    say: Callable[[str], None],
+    budget: Budget | None = None,
+    ends: MeasuredEnds | None = None,
 ) -> int:
     """Find the culprit commit of ``range_text`` for ``job.combo``; 0 with a culprit, 130 when interrupted,
     :data:`BUDGET_SPENT` when ``budget`` had no room for the next A/B run (the JSON then says what is left).
+    ``ends``: the range's ends already measured against each other, the first A/B run then saved.
 
     A commit between the ends that this harness cannot drive is skipped, as ``git bisect skip`` does.
     """
@@ -240,11 +257,13 @@ def run_bisect(
     search = Search(commits)
     with Walk(job, root, json_path, say, budget) as walk:
         try:
-            ends = walk.measure(bad, good, None, "the ends")
-            cut = slowdown_between_ends(ends.comparison, job.alpha, job.combo, good, bad)
-            say(_step_line(1, ends, cut) + f"; {_left(ends.seconds, search.steps_left + 1)}")
-            known: dict[str, Step] = {bad.sha: ends}
-            run_s = ends.seconds / (1 + ends.extended)
+            first = (walk.given_ends(bad, good, ends) if ends else None) or walk.measure(bad, good, None, "the ends")
+            cut = slowdown_between_ends(first.comparison, job.alpha, job.combo, good, bad)
+            runs = search.steps_left + 1
+            left = _left(first.seconds, runs) if first.seconds else f"{runs} A/B runs at most"
+            say(f"{_step_line(1, first, cut)}; {left}")
+            known: dict[str, Step] = {bad.sha: first}
+            run_s = first.seconds / (1 + first.extended)  # 0 until a step is measured here: the next run then fits
             while not search.done:
                 _check_budget(budget, run_s, job, good, search, walk)
                 commit = search.next()
@@ -258,6 +277,7 @@ def run_bisect(
                     continue
                 search.record(commit, step.side)
                 known[commit.sha] = step
+                run_s = run_s or step.seconds / (1 + step.extended)
                 say(_step_line(len(walk.steps), step, cut) + f"; culprit in {_range(search)}")
             culprit, parent = search.culprit, search.parent_of_culprit(good)
             if parent != good:
@@ -404,9 +424,10 @@ def _halvings(count: int) -> int:
 def _step_line(number: int, step: Step, cut: float) -> str:
     c = step.comparison
     n = f"{len(c.candidate_ms)}+{len(c.reference_ms)}"
+    cost = f"measured by {step.measured_by}" if step.measured_by else f"{step.seconds:.0f} s"
     return (
         f"step {number}: {step.commit} vs {step.against.sha[:9]}: ratio {c.ratio:.4f} [{c.ci_low:.4f}, "
-        f"{c.ci_high:.4f}] p {c.p_slower:.2g}, cut {cut:.4f}: {step.side} ({n} processes, {step.seconds:.0f} s)"
+        f"{c.ci_high:.4f}] p {c.p_slower:.2g}, cut {cut:.4f}: {step.side} ({n} processes, {cost})"
     )
 
 

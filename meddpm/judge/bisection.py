@@ -36,6 +36,17 @@ class Commit:
 
 
 @dataclass(frozen=True)
+class MeasuredEnds:
+    """The range's ends, already measured against each other by ``measured_by`` (the nightly's A/B of its commit
+    against the last good run's): each side's process medians and what moved, so that they are not measured again."""
+
+    candidate_ms: tuple[float, ...]
+    reference_ms: tuple[float, ...]
+    explain: tuple[dict[str, object], ...] = ()
+    measured_by: str = "the night's A/B"
+
+
+@dataclass(frozen=True)
 class Step:
     """One measured comparison of the bisection: ``commit`` against ``against``, and what it decided."""
 
@@ -48,6 +59,7 @@ class Step:
     # What moved between the two sides' first processes (meddpm.judge.explain), as JSON rows
     explain: tuple[dict[str, object], ...] = ()
     counts: tuple[list[dict[str, int]], list[dict[str, int]]] = ([], [])  # each process's counts, per side
+    measured_by: str = ""  # who measured it where not this bisection: "the night's A/B" for ends it was given
 
     def as_dict(self) -> dict[str, object]:
         c = self.comparison
@@ -65,6 +77,7 @@ class Step:
             "extended": self.extended,
             "explain": list(self.explain),
             "counts": {"commit": self.counts[0], "against": self.counts[1]},
+            **({"measured_by": self.measured_by} if self.measured_by else {}),
         }
 
 
