@@ -1,10 +1,10 @@
 """The GPU stack's files read ahead into the page cache: torch's, the CUDA libraries' and Triton's.
 
 On a freshly started runner none of them is in the page cache, and a process faults them in a few pages at a time
-as it imports torch, loads cuDNN's and cuBLAS's kernels and compiles: a suite run on a fresh H100 took tens of
-seconds longer than the same run again on that machine (docs/ci.md). A few daemon threads read them whole, shared
-libraries first, while the process imports and compiles; nothing is kept but the kernel's cache, and a process that
-ends first simply stops them. The workers a run starts later find the files cached.
+as it imports torch, loads cuDNN's and cuBLAS's kernels and compiles. A few daemon threads read them whole, shared
+libraries first, while the process imports and compiles (seconds on a fresh machine's disk: docs/ci.md); nothing
+is kept but the kernel's cache, and a process that ends first simply stops them. The workers a run starts later
+find the files cached.
 
 Only where an NVIDIA driver is loaded (:data:`DRIVER`): a CPU-only machine's runs load none of the CUDA stack.
 This module imports nothing but the standard library, so the suite's ``conftest.py`` can start it before the
