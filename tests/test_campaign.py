@@ -35,6 +35,14 @@ def test_rounds_stop_at_the_limit_and_pair_the_combos(micro):
     assert not campaign.steps
 
 
+@pytest.mark.parametrize("profile", [True, False])
+def test_the_profiled_iteration_runs_only_where_the_settings_ask(micro, profile):
+    campaign = run(micro, min_rounds=2, max_rounds=2, profile=profile)
+    for result in campaign.results.values():
+        assert bool(result.counts) is profile and bool(result.profile_rows) is profile
+        assert ("profiling" in result.phase_s) is profile
+
+
 def test_rounds_stop_once_quiet_enough(micro):
     campaign = run(micro, min_rounds=2, max_rounds=50, rel_iqr_target=10.0)
     assert campaign.results["opt2"].stop_reason == "converged after 2 rounds"

@@ -75,6 +75,19 @@ def test_a_quiet_combo_stops_at_two_processes_a_side_and_a_noisy_one_gets_the_re
     assert campaign.reached_detectable("baseline") and not campaign.reached_detectable("fast")
 
 
+@pytest.mark.parametrize("first", [True, False])
+def test_an_ab_profiles_each_sides_first_process_and_a_single_source_every_one(tmp_path, first):
+    ab, _ = campaign_of(tmp_path, processes=3, until=None)
+    assert ab.worker_settings(first).profile is first and ab.worker_settings(first).energy is first
+    single = ProcessCampaign(
+        ModelConfig.preset("tiny"), ["baseline"], torch.device("cpu"), batch_size=1,
+        settings=CampaignSettings(energy=True), processes=3, sources=ab.sources[:1],
+    )  # fmt: skip
+    assert single.worker_settings(first).profile and single.worker_settings(first).energy is first
+    single.settings = CampaignSettings(profile=False)  # the profiler switched off for the run: off everywhere
+    assert not single.worker_settings(True).profile
+
+
 def test_without_a_target_every_combo_runs_in_every_process(tmp_path):
     campaign, asked = campaign_of(tmp_path, processes=3, until=None)
     campaign.run()

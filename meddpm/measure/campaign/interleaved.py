@@ -98,7 +98,8 @@ class Campaign:
             self._rounds(notify)
             if self.settings.energy:
                 self._energy(notify)
-            self._profile()
+            if self.settings.profile:
+                self._profile()
         except RuntimeError as exc:  # torch.cuda.OutOfMemoryError is one
             if not _out_of_memory(exc):
                 raise

@@ -62,6 +62,9 @@ class CampaignSettings:
     energy: bool = True
     # Each block's windows run until the card's temperature has settled over them (leakage power follows it).
     energy_soak: SoakPlan = SoakPlan()
+    # One iteration of each combo profiled after the rounds, for its kernels and counts; off in an A/B's later
+    # processes, which repeat them exactly (launches and FLOPs; bytes allocated within the counts gate's slack).
+    profile: bool = True
 
     def __post_init__(self) -> None:
         if self.warmup < 0:

@@ -174,7 +174,8 @@ class ProcessCampaign:
         (:class:`~meddpm.measure.processes.launch.StartedWorker`): the GPU still runs one process at a time.
 
         Each source's first process also measures energy, where the settings ask for it: one block a combo
-        (about 12 s), not one a process, which would push a nightly run past 10 minutes. With
+        (about 12 s), not one a process, which would push a nightly run past 10 minutes; in an A/B it alone
+        profiles an iteration of each combo (:meth:`worker_settings`). With
         ``until_detectable``, later processes measure only the combos that have not reached it.
         Interrupted (Ctrl-C, SIGTERM or SIGHUP), the running worker is killed and the measurements keep the
         processes that finished, for the caller to write as a partial run; so they do when a worker fails
@@ -192,7 +193,7 @@ class ProcessCampaign:
                     self._started.add(source.label)
                     started = time.monotonic()
                     try:
-                        results = self._run_worker(source, pending, energy=first)
+                        results = self._run_worker(source, pending, first)
                     except UserError as exc:
                         which = f"measuring process {done + 1}/{planned}, of {source.label},"
                         raise ProcessFailed(f"{which} failed: {exc}") from None
@@ -261,12 +262,19 @@ class ProcessCampaign:
         self._ahead = None if upcoming is None else StartedWorker(upcoming.workload, upcoming.python, upcoming.env)
         return worker
 
-    def _run_worker(self, source: Source, combos: Sequence[str], energy: bool) -> list[ComboResult]:
+    def worker_settings(self, first: bool) -> CampaignSettings:
+        """A worker's settings: energy in each source's first process only (where the settings ask for it), and the
+        profiled iteration there too in an A/B, whose later processes would repeat its counts exactly
+        (docs/explain.md); every process of a single source is profiled, for the spread a saved profile keeps."""
         s = self.settings
+        profile = s.profile and (first or len(self.sources) == 1)
+        return dataclasses.replace(s, energy=s.energy and first, profile=profile)
+
+    def _run_worker(self, source: Source, combos: Sequence[str], first: bool) -> list[ComboResult]:
         worker = self._worker_for(source)
         with tempfile.TemporaryDirectory(prefix="meddpm-worker-") as tmp:
             out = Path(tmp) / "result.json"
-            settings = dataclasses.replace(s, energy=s.energy and energy)
+            settings = self.worker_settings(first)
             job = [
                 *("--preset", self.config.name, "--combos", ",".join(combos), "--device", str(self.device)),
                 *("--batch-size", str(self.batch_size), *worker_arguments(settings), "--out", str(out)),
