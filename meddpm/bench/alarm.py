@@ -86,8 +86,8 @@ def flagged_cases(results: dict[str, Any]) -> list[Flagged]:
 
 def _night_ends(case: dict[str, Any]) -> MeasuredEnds | None:
     """The night's A/B of ``case`` as the bisection's ends: its time comparison's process medians and what moved."""
-    time = next(c for c in case["comparisons"] if c.get("metric") == "time")
-    a, b = time.get("candidate_ms") or [], time.get("reference_ms") or []
+    comparison = next(c for c in case["comparisons"] if c.get("metric") == "time")
+    a, b = comparison.get("candidate_ms") or [], comparison.get("reference_ms") or []
     if min(len(a), len(b)) < 2:  # a results file from before they were kept: the ends are measured again
         return None
     return MeasuredEnds(tuple(a), tuple(b), tuple(case.get("explain") or ()))

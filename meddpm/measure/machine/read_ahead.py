@@ -67,20 +67,21 @@ class ReadAhead:
         return f"{read} read ahead in {self.seconds:.1f} s"
 
     def _read(self) -> None:
-        read = 0
         while True:
             try:
                 path = self._todo.get_nowait()
             except queue.Empty:
                 break
+            read = 0
             try:
                 with path.open("rb", buffering=0) as file:
                     while chunk := file.read(CHUNK):
                         read += len(chunk)
             except OSError:
-                continue  # a file gone or unreadable: the process that needs it will say so
+                pass  # a file gone or unreadable: the process that needs it will say so
+            with self._lock:
+                self.bytes_read += read
         with self._lock:
-            self.bytes_read += read
             self._running -= 1
             if not self._running:
                 self.seconds = time.perf_counter() - self._started
