@@ -109,6 +109,11 @@ def test_a_runs_compile_line_says_seconds_hit_or_miss_and_inductors_own_hits():
     line = run_of("fast", [1.0], compile=figures).compile_line()
     assert line == "fast compiled in 5.2 s (compile cache hit; Inductor graphs 14 of 14 from its cache)"
     assert run_of("opt1", [1.0]).compile_line() == ""
+    new = {**figures, "cache": "miss", "fx_graph_hits": 2, "fx_graph_misses": 0}
+    line = run_of("fast", [1.0], compile=new).compile_line()
+    assert line == (
+        "fast compiled in 5.2 s (compile cache: this code's first compile; Inductor graphs 2 of 2 from its cache)"
+    )
 
 
 def test_a_campaign_splits_its_time_into_phases():

@@ -20,6 +20,13 @@ from meddpm.measure.profiling.iteration import ProfileRow
 from meddpm.measure.statistics.descriptive import Stats, median_rel_se
 
 THROTTLE_CLOCK_FRACTION = 0.98
+# How a compile line names the compile cache's outcome; "miss" is the workload's source new to the cache, whose
+# graphs Inductor may still find.
+_CACHE_WORDS = {
+    "hit": "compile cache hit",
+    "miss": "compile cache: this code's first compile",
+    "off": "compile cache off",
+}
 
 
 @dataclass
@@ -67,7 +74,8 @@ class ComboResult:
             return ""
         hits, misses = c.get("fx_graph_hits", 0), c.get("fx_graph_misses", 0)
         graphs = f"; Inductor graphs {hits} of {hits + misses} from its cache" if hits or misses else ""
-        return f"{self.combo} compiled in {c.get('seconds', 0):.1f} s (compile cache {c.get('cache', 'off')}{graphs})"
+        cache = _CACHE_WORDS.get(c.get("cache", "off"), f"compile cache {c.get('cache')}")
+        return f"{self.combo} compiled in {c.get('seconds', 0):.1f} s ({cache}{graphs})"
 
     @property
     def stats(self) -> Stats:
