@@ -131,3 +131,12 @@ def test_a_real_worker_started_ahead_runs_the_job_it_is_handed(tmp_path):
     assert done.returncode == 0, done.stderr
     document = json.loads(out.read_text())
     assert document["schema"] == WORKER_SCHEMA and [r["combo"] for r in document["results"]] == ["baseline"]
+
+
+def test_a_worker_waiting_for_its_job_has_imported_the_compiler_and_touched_no_device():
+    probe = (
+        "import sys, torch; from meddpm.measure.processes import measuring_process as m; m.import_ahead(); "
+        "print('torch._inductor.compile_fx' in sys.modules, torch.cuda.is_initialized())"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=600)
+    assert result.stdout.split() == ["True", "False"], result.stdout + result.stderr

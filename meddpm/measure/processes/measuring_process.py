@@ -7,6 +7,7 @@ which tree's workload the process drives.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from collections.abc import Sequence
@@ -47,9 +48,14 @@ def drive_once() -> None:
 
 
 def import_ahead() -> None:
-    """What a worker started ahead of its turn imports while it waits: Dynamo, which a compiled combo would import
-    on its first call (seconds of a worker's start). Nothing here touches the GPU."""
+    """What a worker started ahead of its turn imports while it waits: Dynamo, Inductor and Triton, which a compiled
+    combo would import on its first call (seconds of a worker's start, counted in its compile). Nothing here touches
+    the GPU: CUDA is initialised by the first call that needs a device."""
     import torch._dynamo  # noqa: F401
+    import torch._inductor.compile_fx  # noqa: F401
+
+    with contextlib.suppress(ImportError):  # a torch without Triton (a CPU build) compiles for the CPU only
+        import torch._inductor.runtime.triton_heuristics  # noqa: F401
 
 
 def main(argv: Sequence[str], *, schema: str) -> int:
