@@ -44,9 +44,8 @@ from meddpm.measure.campaign.settings import (
     offered,
 )
 from meddpm.measure.campaign.time_split import TimeSplit
-from meddpm.measure.machine import compile_cache
+from meddpm.measure.machine import compile_cache, read_ahead
 from meddpm.measure.machine.environment import environment
-from meddpm.measure.machine.read_ahead import read_stack_ahead
 from meddpm.measure.processes.campaign import ProcessCampaign, ProcessFailed, signals_as_interrupt
 from meddpm.model.config import PRESETS
 from meddpm.report.power_plot import power_chart
@@ -443,7 +442,7 @@ def _print_gpu_state(results: Sequence[ComboResult]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Console entry point: user errors print one line and exit with status 2; SIGTERM stops it as Ctrl-C does."""
-    read_stack_ahead()  # for this process's first convolution and compile, and for the workers it starts
+    read_ahead.read_stack_ahead()  # for this process's first convolution and compile, and the workers it starts
     with signals_as_interrupt():
         return run_command(PROG, lambda: run(argv))
 
