@@ -29,6 +29,7 @@ def packages(tmp_path, monkeypatch):
         (site / name).write_bytes(data)
     monkeypatch.syspath_prepend(str(site))
     monkeypatch.setattr(read_ahead, "_started", None)
+    monkeypatch.delenv(read_ahead.SWITCH, raising=False)
     yield site
     for name in ("stack_a", "stack_b"):
         sys.modules.pop(name, None)
@@ -78,3 +79,11 @@ def test_a_driver_starts_one_reader_a_process(packages, tmp_path, monkeypatch):
     reader = read_ahead.read_stack_ahead()
     assert reader is not None and read_ahead.read_stack_ahead() is reader is read_ahead.started()
     assert reader.join(timeout=60) and reader.bytes_read == 8006
+
+
+def test_the_switch_turns_it_off_on_a_gpu_machine(packages, tmp_path, monkeypatch):
+    driver = tmp_path / "driver"
+    driver.mkdir()
+    monkeypatch.setattr(read_ahead, "DRIVER", driver)
+    monkeypatch.setenv("MEDDPM_READ_AHEAD", "off")
+    assert read_ahead.read_stack_ahead() is None and read_ahead.started() is None

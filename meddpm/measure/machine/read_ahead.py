@@ -6,7 +6,8 @@ libraries first, while the process imports and compiles (seconds on a fresh mach
 is kept but the kernel's cache, and a process that ends first simply stops them. The workers a run starts later
 find the files cached.
 
-Only where an NVIDIA driver is loaded (:data:`DRIVER`): a CPU-only machine's runs load none of the CUDA stack.
+Only where an NVIDIA driver is loaded (:data:`DRIVER`): a CPU-only machine's runs load none of the CUDA stack;
+``MEDDPM_READ_AHEAD=off`` turns it off (a host short of memory for the page cache, say).
 This module imports nothing but the standard library, so the suite's ``conftest.py`` can start it before the
 plugin imports torch.
 """
@@ -23,6 +24,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 DRIVER = Path("/proc/driver/nvidia")
+SWITCH = "MEDDPM_READ_AHEAD"  # "off": no read-ahead
 # The packages a measuring process loads from, in the order it first needs them: torch's own libraries at import,
 # then cuDNN's and cuBLAS's (the pip wheels' ``nvidia`` namespace) at the first convolution, then Triton's.
 PACKAGES = ("torch", "nvidia", "triton")
@@ -102,10 +104,10 @@ def stack_files(packages: Iterable[str] = PACKAGES) -> list[Path]:
 
 
 def read_stack_ahead() -> ReadAhead | None:
-    """Start reading the GPU stack ahead, once a process and only where an NVIDIA driver is loaded; the reader
-    started (by this call or an earlier one), else None."""
+    """Start reading the GPU stack ahead, once a process and only where an NVIDIA driver is loaded and
+    :data:`SWITCH` is not "off"; the reader started (by this call or an earlier one), else None."""
     global _started
-    if _started is None and DRIVER.is_dir():
+    if _started is None and DRIVER.is_dir() and os.environ.get(SWITCH, "").lower() != "off":
         _started = ReadAhead(stack_files(PACKAGES))
     return _started
 
