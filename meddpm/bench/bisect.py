@@ -35,6 +35,7 @@ from meddpm.judge.bisection import (
     ends_undecided,
     report,
     side_of,
+    significantly_slower,
     slowdown_between_ends,
 )
 from meddpm.measure.campaign import inputs
@@ -204,7 +205,7 @@ class Walk:
         """The ends' step from their measurement ``ends``; None where it does not show ``bad`` significantly slower at
         this bisection's alpha (they are then measured anew)."""
         c = compare_processes(list(ends.candidate_ms), list(ends.reference_ms), alpha=self.job.alpha)
-        if not (c.testable and c.p_slower < self.job.alpha and c.ratio > 1):
+        if not significantly_slower(c, self.job.alpha):
             return None
         step = Step(bad, good, c, "bad", 0.0, explain=ends.explain, measured_by=ends.measured_by)
         self.steps.append(step)

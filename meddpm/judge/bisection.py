@@ -81,9 +81,14 @@ class Step:
         }
 
 
+def significantly_slower(comparison: Comparison, alpha: float) -> bool:
+    """Whether the candidate is slower than the reference, its test significant at ``alpha``."""
+    return comparison.testable and comparison.p_slower < alpha and comparison.ratio > 1
+
+
 def slowdown_between_ends(comparison: Comparison, alpha: float, combo: str, good: Commit, bad: Commit) -> float:
     """The cut between good and bad commits; a UserError when ``bad`` is not significantly slower than ``good``."""
-    if not comparison.testable or not comparison.p_slower < alpha or comparison.ratio <= 1:
+    if not significantly_slower(comparison, alpha):
         interval = f"[{comparison.ci_low:.4f}, {comparison.ci_high:.4f}]" if comparison.testable else "untestable"
         processes = f"{len(comparison.candidate_ms)}+{len(comparison.reference_ms)} processes"
         raise UserError(
@@ -100,7 +105,7 @@ def ends_undecided(comparison: Comparison, alpha: float, threshold: float) -> bo
     A tight interval around 1 says "not slower"; one as wide as [0.12, 38.67] says only that the
     processes were too few or too noisy to tell.
     """
-    if comparison.testable and comparison.p_slower < alpha and comparison.ratio > 1:
+    if significantly_slower(comparison, alpha):
         return False
     return not comparison.testable or comparison.ci_high > 1 + threshold
 
