@@ -302,8 +302,10 @@ def test_the_nights_own_ab_is_the_bisections_ends_and_is_not_measured_again(monk
     assert status == 0 and PlantedCampaign.runs == [3] * 5, lines
     (case,) = json.loads((out / "alarm.json").read_text())["cases"]
     assert [c["commit"] for c in case["culprits"]] == [COMMITS[10].sha] and case["left"] is None
-    ends = json.loads((out / "bisect-opt1-1.json").read_text())["bisect"]["steps"][0]
+    section = json.loads((out / "bisect-opt1-1.json").read_text())["bisect"]
+    ends = section["steps"][0]
     assert ends["measured_by"] == "the night's A/B" and ends["seconds"] == 0 and ends["processes"] == [3, 3]
+    assert section["run_seconds"] == 100.0  # a round of the first halving, the walk's first run of its own
     assert ends["explain"] == [{"level": "module", "name": "Conv3d", "count_a": 3, "count_b": 2}]
     step = next(line for line in lines if line.startswith("step 1: "))
     assert step.endswith("(3+3 processes, measured by the night's A/B); 5 A/B runs at most"), step

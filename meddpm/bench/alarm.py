@@ -141,7 +141,7 @@ class Alarm:
         self.processes = processes
         self.budget = budget
         self.max_culprits = max_culprits
-        self.run_s: float | None = None  # an A/B run's cost, once one bisection's ends were measured
+        self.run_s: float | None = None  # an A/B run's cost, once a bisection measured one
         self.cases: list[CaseAlarm] = []  # as far as they went, an interrupted one too
 
     def bisect_case(self, case: Flagged, device: torch.device, say: Callable[[str], None]) -> CaseAlarm:
@@ -175,8 +175,7 @@ class Alarm:
                 raise KeyboardInterrupt  # the walk wrote what it measured; the alarm writes what it found
             document = json.loads(path.read_text())
             ends = document["bisect"]["steps"][0]
-            measured = [s for s in document["bisect"]["steps"] if not s.get("measured_by")]
-            self.run_s = measured[0]["seconds"] / (1 + measured[0]["extended"]) if measured else self.run_s
+            self.run_s = document["bisect"]["run_seconds"] or self.run_s
             if status == bisect.BUDGET_SPENT:
                 found.left = {**document["left"], "why": "the budget"}
                 found.left.update(_by_bisection(found.left, document["bisect"]["steps"]))

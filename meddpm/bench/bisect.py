@@ -34,6 +34,7 @@ from meddpm.judge.bisection import (
     decided_side,
     ends_undecided,
     report,
+    run_seconds,
     side_of,
     significantly_slower,
     slowdown_between_ends,
@@ -264,9 +265,8 @@ def run_bisect(
             left = _left(first.seconds, runs) if first.seconds else f"{runs} A/B runs at most"
             say(f"{_step_line(1, first, cut)}; {left}")
             known: dict[str, Step] = {bad.sha: first}
-            run_s = first.seconds / (1 + first.extended)  # 0 until a step is measured here: the next run then fits
             while not search.done:
-                _check_budget(budget, run_s, job, good, search, walk)
+                _check_budget(budget, job, good, search, walk)
                 commit = search.next()
                 label = f"step {len(walk.steps) + len(walk.skipped) + 1}"
                 try:
@@ -278,11 +278,10 @@ def run_bisect(
                     continue
                 search.record(commit, step.side)
                 known[commit.sha] = step
-                run_s = run_s or step.seconds / (1 + step.extended)
                 say(_step_line(len(walk.steps), step, cut) + f"; culprit in {_range(search)}")
             culprit, parent = search.culprit, search.parent_of_culprit(good)
             if parent != good:
-                _check_budget(budget, run_s, job, good, search, walk)
+                _check_budget(budget, job, good, search, walk)
             # Against its parent the question is only whether it is slower at all: an interval straddling 1
             # gets more processes, as a halving's straddling its cut does.
             own = known[culprit.sha] if parent == good else walk.measure(culprit, parent, 1.0, "the culprit")
@@ -362,10 +361,10 @@ class _BudgetSpent(Exception):
         self.left = left
 
 
-def _check_budget(
-    budget: Budget | None, run_s: float, job: Bisection, good: Commit, search: Search, walk: Walk
-) -> None:
-    """Raise :class:`_BudgetSpent`, after a line saying what is left, where an A/B run of ``run_s`` would overrun."""
+def _check_budget(budget: Budget | None, job: Bisection, good: Commit, search: Search, walk: Walk) -> None:
+    """Raise :class:`_BudgetSpent`, after a line saying what is left, where the walk's next A/B run would overrun (a
+    run costs what :func:`~meddpm.judge.bisection.run_seconds` says; 0 lets the first the walk measures run)."""
+    run_s = run_seconds(walk.steps)
     if budget is None or budget.fits(run_s):
         return
     newest_good, oldest_bad = search.parent_of_culprit(good), search.culprit

@@ -197,6 +197,13 @@ class Search:
         return math.ceil(math.log2(left + 1)) if left else 0
 
 
+def run_seconds(steps: Sequence[Step]) -> float:
+    """What an A/B run of the walk costs, for its budget: a round of the first step it measured itself (0 before
+    one: ends it was given cost it nothing)."""
+    measured = [s for s in steps if not s.measured_by]
+    return measured[0].seconds / (1 + measured[0].extended) if measured else 0.0
+
+
 def report(
     good: Commit,
     bad: Commit,
@@ -221,6 +228,7 @@ def report(
         "steps": [s.as_dict() for s in steps],
         "skipped": [{**asdict(commit), "reason": reason} for commit, reason in skipped],
         "seconds": sum(s.seconds for s in steps),
+        "run_seconds": run_seconds(steps),
     }
     if suspects:
         culprit = steps[-1]
