@@ -20,7 +20,7 @@ from meddpm.atomic import run_stamp, write_json_atomic
 from meddpm.bench import bisect, cpu_time, host_ram
 from meddpm.bench import extras as bench_extras
 from meddpm.bench import processes as bench_processes
-from meddpm.bench.output import say
+from meddpm.bench.output import say, say_gpu_state
 from meddpm.errors import UserError, run_command
 from meddpm.history.append import append_results, history_target
 from meddpm.history.results import RunHeader
@@ -291,7 +291,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     say(f"stopped: {stop_reasons(results)}")
     if not on_gpu:
         say(CPU_NOTE)
-    _print_gpu_state(results)
+    say_gpu_state(results)
     energy = energy_table(results)
     if not energy.empty:
         say("energy (NVML counter over windows of back-to-back iterations; docs/energy.md):")
@@ -424,20 +424,6 @@ def _measure(campaign: Campaign, combos: Sequence[str], settings: CampaignSettin
                 progress.update(rounds_task, completed=p.done, description=f"rounds {p.detail}")
 
         return campaign.run(show)
-
-
-def _print_gpu_state(results: Sequence[ComboResult]) -> None:
-    """One line on the card's condition, so a throttled run is visible at a glance."""
-    states = [s for r in results for s in r.gpu_states]
-    if not states:
-        return
-    reasons = sorted({reason for r in results for reason in r.clock_event_reasons} - {"GpuIdle"})
-    say(
-        f"GPU {states[0].name}, driver {states[0].driver}: SM clock {min(s.sm_clock_mhz for s in states)}-"
-        f"{max(s.sm_clock_mhz for s in states)} MHz (max {states[0].sm_clock_max_mhz}), "
-        f"temperature up to {max(s.temperature_c for s in states)} C, "
-        f"clock events: {', '.join(reasons) or 'none'}"
-    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
