@@ -51,7 +51,7 @@ def test_the_libraries_come_first_in_the_packages_order_then_the_sources(package
 def test_every_file_is_read_whole_and_one_gone_is_skipped(packages):
     files = read_ahead.stack_files(("stack_a", "stack_b"))
     gone = packages / "stack_a/lib/removed.so"
-    reader = read_ahead.ReadAhead([*files, gone], threads=3)
+    reader = read_ahead.ReadAhead(lambda: [*files, gone], threads=3)
     assert reader.join(timeout=60)
     assert reader.bytes_read == sum(f.stat().st_size for f in files) == 15006
     assert reader.seconds is not None and reader.seconds >= 0
@@ -59,7 +59,7 @@ def test_every_file_is_read_whole_and_one_gone_is_skipped(packages):
 
 
 def test_an_unfinished_reader_says_so(packages):
-    reader = read_ahead.ReadAhead([], threads=1)
+    reader = read_ahead.ReadAhead(list, threads=1)
     reader.join(timeout=60)
     reader.seconds = None  # as while its threads still read
     assert reader.describe() == "0 files of the GPU stack (0.00 GB) read ahead so far, not finished"

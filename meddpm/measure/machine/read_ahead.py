@@ -20,7 +20,7 @@ import queue
 import re
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 DRIVER = Path("/proc/driver/nvidia")
@@ -36,29 +36,33 @@ _started: ReadAhead | None = None
 
 
 class ReadAhead:
-    """Daemon threads reading ``files`` whole, in order; :attr:`bytes_read` and :attr:`seconds` once done."""
+    """Daemon threads reading the files ``list_files`` names whole, in order; :attr:`bytes_read` and :attr:`seconds`
+    once done. The files are listed on a thread of their own too: walking the packages' folders is no part of the
+    caller's start."""
 
-    def __init__(self, files: Sequence[Path], threads: int = THREADS):
-        self.files = list(files)
+    def __init__(self, list_files: Callable[[], Sequence[Path]], threads: int = THREADS):
+        self.files: list[Path] = []
         self.bytes_read = 0
         self.seconds: float | None = None  # None until every file was read
         self._todo: queue.SimpleQueue[Path] = queue.SimpleQueue()
-        for path in self.files:
-            self._todo.put(path)
         self._lock = threading.Lock()
         self._running = threads
+        self._readers: list[threading.Thread] = []
         self._started = time.perf_counter()
-        self._threads = [
-            threading.Thread(target=self._read, name="meddpm-read-ahead", daemon=True) for _ in range(threads)
-        ]
-        for thread in self._threads:
-            thread.start()
+        self._lister = threading.Thread(target=self._list, args=(list_files, threads), name="meddpm-read-ahead")
+        self._lister.daemon = True
+        self._lister.start()
 
     def join(self, timeout: float | None = None) -> bool:
         """Wait up to ``timeout`` seconds for every file to be read; whether they all were."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        for thread in self._threads:
-            thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+
+        def left() -> float | None:
+            return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+        self._lister.join(left())
+        for thread in self._readers:  # all started once the lister has ended
+            thread.join(left())
         return self.seconds is not None
 
     def describe(self) -> str:
@@ -67,6 +71,16 @@ class ReadAhead:
         if self.seconds is None:
             return f"{read} read ahead so far, not finished"
         return f"{read} read ahead in {self.seconds:.1f} s"
+
+    def _list(self, list_files: Callable[[], Sequence[Path]], threads: int) -> None:
+        self.files = list(list_files())
+        for path in self.files:
+            self._todo.put(path)
+        self._readers = [
+            threading.Thread(target=self._read, name="meddpm-read-ahead", daemon=True) for _ in range(threads)
+        ]
+        for thread in self._readers:
+            thread.start()
 
     def _read(self) -> None:
         while True:
@@ -108,7 +122,7 @@ def read_stack_ahead() -> ReadAhead | None:
     :data:`SWITCH` is not "off"; the reader started (by this call or an earlier one), else None."""
     global _started
     if _started is None and DRIVER.is_dir() and os.environ.get(SWITCH, "").lower() != "off":
-        _started = ReadAhead(stack_files(PACKAGES))
+        _started = ReadAhead(lambda: stack_files(PACKAGES))
     return _started
 
 
