@@ -381,6 +381,57 @@ def test_a_campaign_measures_energy_in_one_block_per_combo_after_its_rounds(micr
     assert result.energy_note == ""
 
 
+class WarmingCard(WallCard):
+    """A fake card whose temperature reads the next of ``temperatures`` at each reading, then the last."""
+
+    def __init__(self, temperatures):
+        super().__init__()
+        self.temperatures = list(temperatures)
+        self.readings = 0
+
+    def temperature_c(self) -> int:
+        self.readings += 1
+        return self.temperatures[min(self.readings, len(self.temperatures)) - 1]
+
+
+def preheated(micro, monkeypatch, card, plan):
+    monkeypatch.setattr("meddpm.measure.campaign.interleaved.open_gpu", lambda device: (card, ""))
+    monkeypatch.setattr("meddpm.measure.campaign.interleaved.PREHEAT", plan)
+    settings = CampaignSettings(warmup=0, min_rounds=1, max_rounds=1, energy=False, profile=False, preheat=True)
+    lines = []
+    results = Campaign(micro, [COMBOS["baseline"], COMBOS["opt1"]], CPU, settings=settings).run(
+        lambda p: lines.append(p.detail) if p.phase == "preheat" else None
+    )
+    return results, lines
+
+
+def test_a_first_process_runs_its_combos_in_turns_until_the_cards_temperature_holds(micro, monkeypatch):
+    # One reading before the first turn and one after each: the turns' mean temperatures 37, 43, 48, 50.5, 51.5.
+    # The last two within 2 °C after the fifth turn; a window of no length, so turns, not seconds, decide.
+    card = WarmingCard([34, 40, 46, 50, 51, 52, 70])
+    results, lines = preheated(micro, monkeypatch, card, SoakPlan(window_s=0.0, tolerance_c=2.0, max_s=600.0))
+    assert card.readings == 6  # five turns: the 70 °C never read
+    for result in results.values():
+        assert {k: result.preheat[k] for k in ("start_c", "end_c", "settled")} == {
+            "start_c": 34, "end_c": 52, "settled": True
+        }  # fmt: skip
+        assert result.phase_s["warm-up"] > 0 and len(result.samples_ms) == 1  # the turns untimed, the round timed
+    assert lines == [results["baseline"].preheat_line()] and lines[0].startswith("card warmed 34 -> 52 °C in ")
+
+
+def test_a_card_still_warming_when_the_preheat_time_runs_out_is_timed_anyway_and_said_so(micro, monkeypatch):
+    card = WarmingCard([34 + 5 * i for i in range(100)])
+    results, lines = preheated(micro, monkeypatch, card, SoakPlan(window_s=0.0, tolerance_c=2.0, max_s=1e-9))
+    assert results["opt1"].preheat["settled"] is False and card.readings == 2  # one turn, then out of time
+    assert lines[0].endswith(", not settled") and len(results["opt1"].samples_ms) == 1
+
+
+def test_no_card_no_preheat(micro):
+    settings = CampaignSettings(warmup=0, min_rounds=1, max_rounds=1, energy=False, profile=False, preheat=True)
+    result = Campaign(micro, [COMBOS["baseline"]], CPU, settings=settings).run()["baseline"]
+    assert result.preheat == {} and result.preheat_line() == ""
+
+
 def test_a_campaign_without_a_moving_counter_says_so(micro, monkeypatch):
     card = WallCard()
     card.energy_mj = lambda: None  # NVML says the counter is not supported

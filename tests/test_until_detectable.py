@@ -88,6 +88,24 @@ def test_an_ab_profiles_each_sides_first_process_and_a_single_source_every_one(t
     assert not single.worker_settings(True).profile
 
 
+def test_the_runs_first_process_alone_warms_the_card(tmp_path):
+    campaign, _ = campaign_of(tmp_path, processes=2, until=None)
+    planted, warmed = campaign._run_worker, []
+
+    def worker(source, combos, first):
+        warmed.append(campaign.worker_settings(first).preheat)
+        results = planted(source, combos, first)
+        for result in results if warmed[-1] else []:
+            result.preheat = {"start_c": 34, "end_c": 52, "seconds": 27.4, "settled": True}
+        return results
+
+    campaign._run_worker = worker  # type: ignore[method-assign]
+    lines = []
+    campaign.run(lambda p: lines.append(p.detail))
+    assert warmed == [True, False, False, False]
+    assert " s; card warmed 34 -> 52 °C in 27 s" in lines[0] and "warmed" not in "".join(lines[1:])
+
+
 def test_without_a_target_every_combo_runs_in_every_process(tmp_path):
     campaign, asked = campaign_of(tmp_path, processes=3, until=None)
     campaign.run()

@@ -8,6 +8,10 @@ standard error of its median is under that (see :func:`meddpm.measure.statistics
 others go on until they do, or the time budget or the round limit is reached. A combo still
 noisier than the IQR target is reported as unreliable.
 
+A run of several processes first warms the card in its first process: the combos run in turns, untimed, until
+the card's temperature holds (:data:`PREHEAT`), so that process times them at the temperature the later ones
+start from.
+
 Energy comes after the rounds, from one block of back-to-back iterations per combo, long enough
 that a step of the card's energy counter is under 1 % of the block's energy (see
 :mod:`meddpm.measure.energy.counter`): a single iteration is shorter than the counter's period and
@@ -32,6 +36,7 @@ from meddpm.measure.campaign.result import ComboResult, ComboRuns
 from meddpm.measure.campaign.settings import CampaignSettings
 from meddpm.measure.campaign.time_split import TimeSplit
 from meddpm.measure.energy.block import measure_soaked_block, probe_combo
+from meddpm.measure.energy.heat_soak import SoakPlan, settled
 from meddpm.measure.energy.power_sampler import PowerSampler, poll_period
 from meddpm.measure.machine.compile_cache import CompileCache, activate, inductor_counters
 from meddpm.measure.machine.nvml import Gpu, GpuState, open_gpu
@@ -46,6 +51,11 @@ from meddpm.run.train import TrainStep
 # The median's standard error is judged only after this much timed time per combo: estimated from a
 # handful of rounds it reads too low (docs/statistics.md).
 _PRECISION_MIN_TIMED_S = 1.0
+
+# The warm-up of a run's first process: the combos' turns count as windows, and the card is warm once their mean
+# temperatures over at least 5 s lie within 2 °C, as an energy block's soak judges them, or after a minute. A
+# power-capped combo runs faster on a cool card than at the temperature its rounds hold it at (docs/statistics.md).
+PREHEAT = SoakPlan(window_s=5.0, tolerance_c=2.0, max_s=60.0)
 
 # What the CPU allocator says when a request cannot be met (Linux, then Windows wording).
 _CPU_OUT_OF_MEMORY = ("DefaultCPUAllocator: can't allocate memory", "DefaultCPUAllocator: not enough memory")
@@ -95,6 +105,8 @@ class Campaign:
                 current = combo.name
                 self._prepare(combo, notify)
             current = ""
+            if self.settings.preheat:
+                self._preheat(notify)
             self._rounds(notify)
             if self.settings.energy:
                 self._energy(notify)
@@ -191,6 +203,37 @@ class Campaign:
             cache.mark_compiled()
         now = inductor_counters()
         return {"seconds": first_s, "cache": state, **{k: v - counted_before.get(k, 0) for k, v in now.items()}}
+
+    def _preheat(self, notify: Callable[[Progress], None]) -> None:
+        """Run the combos in turns, untimed, until the card's temperature holds over the last turns (:data:`PREHEAT`);
+        recorded in every combo's ``preheat`` and counted as its warm-up. Nothing to do without a card's
+        temperature (the CPU, NVML missing)."""
+        gpu = self._gpu
+        if gpu is None:
+            return
+        started = time.perf_counter()
+        history = [(started, gpu.temperature_c())]
+        edges = [started]
+        steady = False
+        while not steady and edges[-1] - started < PREHEAT.max_s:
+            for name, step in self.steps.items():
+                t0 = time.perf_counter()
+                step()
+                synchronize(self.device)
+                self._spent(name, "warm-up", t0)
+            edges.append(time.perf_counter())
+            history.append((edges[-1], gpu.temperature_c()))
+            steady = settled(history, _last_windows(edges, PREHEAT), PREHEAT)
+        record = {
+            "start_c": history[0][1],
+            "end_c": history[-1][1],
+            "seconds": round(edges[-1] - started, 1),
+            "settled": steady,
+        }
+        for result in self.results.values():
+            result.preheat = dict(record)
+        turns = len(edges) - 1
+        notify(Progress("preheat", "", turns, turns, next(iter(self.results.values())).preheat_line()))
 
     def _rounds(self, notify: Callable[[Progress], None]) -> None:
         s = self.settings
@@ -309,6 +352,14 @@ class Campaign:
             peak = torch.cuda.max_memory_allocated(device) - others
             result.peak_allocated_bytes = max(result.peak_allocated_bytes or 0, peak)
             result.peak_reserved_bytes = max(result.peak_reserved_bytes or 0, torch.cuda.max_memory_reserved(device))
+
+
+def _last_windows(edges: Sequence[float], plan: SoakPlan) -> list[float]:
+    """The last edges that bound at least two windows and span ``plan.window_s`` where there are enough."""
+    first = max(0, len(edges) - 3)
+    while first > 0 and not plan.spans(edges[-1] - edges[first]):
+        first -= 1
+    return list(edges[first:]) if len(edges) >= 3 else []
 
 
 def _out_of_memory(exc: RuntimeError) -> bool:

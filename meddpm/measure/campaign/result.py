@@ -65,6 +65,9 @@ class ComboResult:
     phase_s: dict[str, float] = field(default_factory=dict)
     compile: dict[str, object] = field(default_factory=dict)
     module_bytes: dict[str, int] = field(default_factory=dict)  # per module, what its forward left allocated
+    # The card warmed up before the rounds (a run's first process of several): its temperature at the start and the
+    # end (°C), the seconds it took and whether the temperature held; empty where none ran.
+    preheat: dict[str, object] = field(default_factory=dict)
 
     def compile_line(self) -> str:
         """How compiling went in this run: "fast compiled in 5.2 s (compile cache hit; Inductor graphs 14 of 14
@@ -76,6 +79,15 @@ class ComboResult:
         graphs = f"; Inductor graphs {hits} of {hits + misses} from its cache" if hits or misses else ""
         cache = _CACHE_WORDS.get(c.get("cache", "off"), f"compile cache {c.get('cache')}")
         return f"{self.combo} compiled in {c.get('seconds', 0):.1f} s ({cache}{graphs})"
+
+    def preheat_line(self) -> str:
+        """How the card was warmed before the rounds: "card warmed 34 -> 53 °C in 27 s" (", not settled" where the
+        temperature had not held when its time ran out); empty where none ran."""
+        p = self.preheat
+        if not p:
+            return ""
+        held = "" if p.get("settled") else ", not settled"
+        return f"card warmed {p.get('start_c')} -> {p.get('end_c')} °C in {p.get('seconds', 0):.0f} s{held}"
 
     @property
     def stats(self) -> Stats:

@@ -65,6 +65,10 @@ class CampaignSettings:
     # One iteration of each combo profiled after the rounds, for its kernels and counts; off in an A/B's later
     # processes, which repeat them exactly (launches and FLOPs; bytes allocated within the counts gate's slack).
     profile: bool = True
+    # The combos run in turns, untimed, until the card's temperature holds before any round is timed: a run's first
+    # process, on a card its previous work left cool, would measure a power-capped combo faster than every later
+    # process (the campaign's PREHEAT). Only a run of several processes asks for it, for its first.
+    preheat: bool = False
 
     def __post_init__(self) -> None:
         if self.warmup < 0:

@@ -207,7 +207,8 @@ class ProcessCampaign:
                         f"{c} {measured[c].runs[-1].stats.median:.4g} ms" for c in pending if measured[c].runs
                     )
                     compiled = "".join(f"; {r.compile_line()}" for r in results if r.compile)
-                    detail = f"{medians} ({wall_s:.0f} s{compiled})"
+                    warmed = "".join(f"; {r.preheat_line()}" for r in results[:1] if r.preheat)
+                    detail = f"{medians} ({wall_s:.0f} s{warmed}{compiled})"
                     notify(Progress("process", source.label, done, planned, detail))
                 pending = [c for c in pending if not self.reached_detectable(c)]
                 if not pending:
@@ -265,10 +266,13 @@ class ProcessCampaign:
     def worker_settings(self, first: bool) -> CampaignSettings:
         """A worker's settings: energy in each source's first process only (where the settings ask for it), and the
         profiled iteration there too in an A/B, whose later processes would repeat its counts exactly
-        (docs/explain.md); every process of a single source is profiled, for the spread a saved profile keeps."""
+        (docs/explain.md); every process of a single source is profiled, for the spread a saved profile keeps. The
+        run's first process (none has finished yet) warms the card up before its rounds: it alone starts on a card
+        that no process of this run has heated (docs/statistics.md)."""
         s = self.settings
         profile = s.profile and (first or len(self.sources) == 1)
-        return dataclasses.replace(s, energy=s.energy and first, profile=profile)
+        opening = not any(runs.runs for combos in self._measured.values() for runs in combos.values())
+        return dataclasses.replace(s, energy=s.energy and first, profile=profile, preheat=opening)
 
     def _run_worker(self, source: Source, combos: Sequence[str], first: bool) -> list[ComboResult]:
         worker = self._worker_for(source)
