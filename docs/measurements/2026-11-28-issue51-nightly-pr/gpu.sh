@@ -19,6 +19,7 @@ for stage in "$@"; do
       rc=$?
       echo "rc $rc process wall $(python3 -c "import sys; print(round(float(sys.argv[2]) - float(sys.argv[1]), 1))" \
         "$start" "$(date +%s.%N)") s" >> /tmp/logs/ready.log
+      cp /tmp/logs/ready.log "$OUT/"
       grep -E "compiled in|where the time went|read ahead|process wall" /tmp/logs/ready.log | cut -c1-230 ;;
     *) bash "$here/../2026-11-28-issue51-fresh/gpu.sh" "$OUT" "$stage" ;;
   esac
