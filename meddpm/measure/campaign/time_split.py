@@ -2,10 +2,11 @@
 
 The phases, in the order a run meets them: ``start-up`` (processes starting, imports, revisions checked out,
 models built), ``compiling`` (the first iteration of a compiled combo: Dynamo, Inductor, autotuning; a warm
-compile cache makes it short), ``warm-up`` (the other untimed iterations), ``measuring`` (the timed rounds),
-``energy`` (the energy blocks' kept windows), ``waiting`` (the rest of the energy blocks: probes, leads and the
-windows run until the card's temperature held), ``profiling`` (the profiled iteration and Nsight Compute),
-``sampling`` (the sampling cases' timed steps); ``other`` is what no phase claims (collection, judging, files).
+compile cache makes it short), ``warm-up`` (the other untimed iterations, a first process's warming of the card
+included), ``measuring`` (the timed rounds), ``energy`` (the energy blocks' kept windows), ``waiting`` (the rest of
+the energy blocks: probes, leads and the windows run until the card's temperature held), ``profiling`` (the
+profiled iteration and Nsight Compute), ``sampling`` (the sampling cases' timed steps); ``other`` is what no phase
+claims (collection, judging, files).
 """
 
 from __future__ import annotations
