@@ -25,7 +25,7 @@ def test_full_sample_within_budget(perf_case: PerfCase, perf_suite: SuiteRun):
             f"no sampling budget for {perf_case.combo} ({perf_case.preset}, batch {perf_case.batch_size}) "
             f"on {perf_case.arch}"
         )
-    result = perf_suite.sample(perf_case)
+    result = perf_suite.sample(perf_case, budget.budget_s)
     perf_suite.write_line(f"meddpm: sample {perf_case.id}: {result.describe()}")
     perf_suite.judge_sampling(perf_case, budget, result.seconds)
     took = "estimated at" if result.estimated else "took"

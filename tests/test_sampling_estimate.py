@@ -36,24 +36,27 @@ def counting_sampler(monkeypatch):
     monkeypatch.setattr(sampling, "Sampler", CountingSampler)
 
 
-def planted(ms_per_step, call_ms=8.0):
-    """A clock reading ``call_ms`` + steps x the next of ``ms_per_step`` (one value a pair); counts its calls."""
+def planted(ms_per_step, call_ms=8.0, full_ms=None):
+    """A clock reading ``call_ms`` + steps x the next of ``ms_per_step`` (one value a pair), and ``full_ms`` for a
+    call of every step; counts its calls."""
     per_step, calls = iter(ms_per_step), []
 
     def clock(fn, device):
         fn()
         steps = CountingSampler.calls[-1]
+        calls.append(steps)
+        if steps is None:
+            return full_ms
         if steps == SHORT:
             clock.step_ms = next(per_step)
-        calls.append(steps)
         return call_ms + steps * clock.step_ms
 
     return clock, calls
 
 
-def estimate(clock, timesteps=250):
+def estimate(clock, timesteps=250, limit_s=None):
     config = dataclasses.replace(ModelConfig.preset("tiny"), timesteps=timesteps)
-    return sampling.estimate_sampling(config, get_combo("baseline"), CPU, clock=clock)
+    return sampling.estimate_sampling(config, get_combo("baseline"), CPU, clock=clock, limit_s=limit_s)
 
 
 def test_pairs_that_agree_stop_the_run_and_the_calls_own_cost_is_counted_once():
@@ -79,6 +82,28 @@ def test_pairs_that_never_agree_stop_at_the_most_pairs():
     result = estimate(clock)
     assert len(calls) == 2 * sampling.MAX_PAIRS and len(result.pair_ms_per_step) == sampling.MAX_PAIRS
     assert float(sorted(result.pair_ms_per_step)[4]) == pytest.approx(18.0)
+
+
+def test_pairs_that_never_agree_on_an_estimate_over_the_limit_are_confirmed_by_the_whole_sample():
+    # Ten pairs of 18 and 22 ms a step: 250 x their median 20 ms + 8 ms = 5.008 s estimated, over a 5 s limit.
+    clock, calls = planted([18.0, 22.0] * sampling.MAX_PAIRS, full_ms=4400.0)
+    result = estimate(clock, limit_s=5.0)
+    assert calls == [SHORT, LONG] * sampling.MAX_PAIRS + [None]  # the same warm sampler, every step, once
+    assert not result.estimated and result.seconds == pytest.approx(4.4) and result.timed_steps == 250
+    assert result.replaced_estimate_s == pytest.approx(5.008) and len(result.pair_ms_per_step) == sampling.MAX_PAIRS
+    line = "4.40 s for 250 steps (17.60 ms/step), timed whole: estimated at 5.01 s, over the limit, from 10 pairs"
+    assert line in result.describe()
+
+
+@pytest.mark.parametrize(
+    "pairs, limit_s",
+    [([18.0, 22.0] * sampling.MAX_PAIRS, 5.1), ([20.0, 20.1], 4.5)],
+    ids=["never agreed, under the limit", "agreed, over the limit"],
+)
+def test_an_estimate_under_its_limit_or_from_pairs_that_agreed_stands(pairs, limit_s):
+    clock, calls = planted(pairs, full_ms=1.0)
+    result = estimate(clock, limit_s=limit_s)
+    assert None not in calls and result.estimated and result.replaced_estimate_s == 0.0
 
 
 def test_a_diffusion_no_longer_than_the_short_run_is_timed_whole():

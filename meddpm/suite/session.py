@@ -56,9 +56,10 @@ class SuiteRun:
         """The measurement of ``case`` (running its campaign if needed), recorded for the summary."""
         return self.measuring.result(case)
 
-    def sample(self, case: PerfCase) -> SamplingResult:
-        """A full sample's time of ``case``'s combo (meddpm.suite.measuring.Measuring.sample)."""
-        return self.measuring.sample(case)
+    def sample(self, case: PerfCase, limit_s: float | None = None) -> SamplingResult:
+        """A full sample's time of ``case``'s combo, to be judged against ``limit_s``
+        (meddpm.suite.measuring.Measuring.sample)."""
+        return self.measuring.sample(case, limit_s)
 
     def record(self, case: PerfCase) -> CaseRecord:
         """What this session learnt about ``case`` (measured by :meth:`result`)."""

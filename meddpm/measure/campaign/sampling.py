@@ -44,6 +44,8 @@ class SamplingResult:
     timed_steps: int = 0  # 0: all of them, as a full sample
     pair_ms_per_step: tuple[float, ...] = ()  # each pair of calls' ms per step, in a short run
     call_ms: float = 0.0  # what a call costs once, whatever its steps, in a short run
+    # A short run's estimate that a full sample replaced: its pairs never agreed and it was over the caller's limit.
+    replaced_estimate_s: float = 0.0
 
     @property
     def ms_per_step(self) -> float:
@@ -58,7 +60,14 @@ class SamplingResult:
         """One line: the seconds, how they were had, and the warm-up."""
         warmup = f"warm-up {self.warmup_s:.1f} s"
         if not self.estimated:
-            return f"{self.seconds:.2f} s for {self.steps} steps ({self.ms_per_step:.2f} ms/step), {warmup}"
+            pairs = len(self.pair_ms_per_step)
+            replaced = (
+                f", timed whole: estimated at {self.replaced_estimate_s:.2f} s, over the limit, from {pairs} pairs "
+                "of calls that never agreed"
+                if self.replaced_estimate_s
+                else ""
+            )
+            return f"{self.seconds:.2f} s for {self.steps} steps ({self.ms_per_step:.2f} ms/step){replaced}, {warmup}"
         per_step = float(np.median(self.pair_ms_per_step))
         return (
             f"{self.seconds:.2f} s estimated from {self.timed_steps} timed steps in {len(self.pair_ms_per_step)} pairs "
@@ -89,6 +98,7 @@ def estimate_sampling(
     device: torch.device,
     warmup_steps: int | None = None,
     clock=time_synchronized,
+    limit_s: float | None = None,
 ) -> SamplingResult:
     """A full sample's seconds from pairs of timed calls of :data:`SHORT_STEPS` and :data:`LONG_STEPS` steps, after
     ``warmup_steps`` untimed ones (None: :func:`warmup_steps_for`), until :data:`MIN_PAIRS` or more agree on the ms
@@ -96,8 +106,10 @@ def estimate_sampling(
     cost of a call.
 
     A diffusion of no more steps than the short run would time is timed whole, and so is one whose pairs read no
-    positive ms per step (the short calls no faster than the long: noise). ``clock(fn, device)`` gives a
-    call's milliseconds (CUDA events on a GPU).
+    positive ms per step (the short calls no faster than the long: noise). So is one whose pairs never agreed and
+    whose estimate is over ``limit_s`` (the budget it will be judged by): a case fails on a sample timed whole, not on
+    an estimate that did not settle (the host busy for a moment slows the calls, never speeds them).
+    ``clock(fn, device)`` gives a call's milliseconds (CUDA events on a GPU).
     """
     if config.timesteps <= (SHORT_STEPS + LONG_STEPS) * MIN_PAIRS:
         return time_sampling(config, combo, device, warmup_steps)
@@ -117,8 +129,14 @@ def estimate_sampling(
     if step_ms <= 0:
         # Noise swamped the steps (a busy machine): T x a non-positive ms/step would pass any budget.
         return time_sampling(config, combo, device, warmup_steps)
+    estimate_s = (call_ms + step_ms * config.timesteps) / 1e3
+    if limit_s is not None and estimate_s > limit_s and not pairs_agree(per_step):
+        seconds = clock(sampler, device) / 1e3
+        return SamplingResult(
+            combo.name, config.timesteps, warmup_s, seconds, config.timesteps, tuple(per_step), call_ms, estimate_s
+        )
     return SamplingResult(
-        combo.name, config.timesteps, warmup_s, (call_ms + step_ms * config.timesteps) / 1e3,
+        combo.name, config.timesteps, warmup_s, estimate_s,
         (SHORT_STEPS + LONG_STEPS) * len(per_step), tuple(per_step), call_ms,
     )  # fmt: skip
 
