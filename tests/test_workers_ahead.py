@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from dataclasses import asdict
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from test_campaign_runs import run_of
 from meddpm.measure.campaign.protocol import Source
 from meddpm.measure.campaign.settings import CampaignSettings
 from meddpm.measure.processes import campaign as processes
-from meddpm.measure.processes.campaign import ProcessCampaign, ProcessFailed
+from meddpm.measure.processes.campaign import ProcessCampaign, ProcessFailed, outside_phases
 from meddpm.measure.processes.launch import JOB_ON_STDIN, StartedWorker, harness_root, worker_command
 from meddpm.measure.processes.worker import WORKER_SCHEMA
 from meddpm.model.config import ModelConfig
@@ -127,10 +128,25 @@ def test_a_real_worker_started_ahead_runs_the_job_it_is_handed(tmp_path):
     job = ["--preset", "tiny", "--combos", "baseline", "--device", "cpu", "--settings", json.dumps(asdict(settings)),
            "--out", str(out)]  # fmt: skip
     worker = StartedWorker(harness_root(), sys.executable, ())
+    sent = time.time()
     done = worker.run(job, timeout_s=300)
+    ended = time.time()
     assert done.returncode == 0, done.stderr
     document = json.loads(out.read_text())
     assert document["schema"] == WORKER_SCHEMA and [r["combo"] for r in document["results"]] == ["baseline"]
+    clock = document["results"][0]["process_clock"]  # the worker's own clock, read against this one's
+    assert sent <= clock["job"] <= clock["measured"] <= ended
+
+
+def test_a_process_line_says_what_the_worker_spent_outside_its_phases():
+    results = [run_of("baseline", [10.0]), run_of("fast", [10.0])]
+    for result, phases in zip(results, ({"start-up": 1.0, "measuring": 4.0}, {"compiling": 5.0})):
+        result.phase_s = phases
+        result.process_clock = {"job": 100.0, "measured": 112.0}
+    line = outside_phases(results, sent=99.5, ended=118.0)
+    assert line == "; outside its phases: 0.5 s to take its job, 2.0 s setting up, 6.0 s writing and exiting"
+    results[0].process_clock = {}  # a worker that kept no clock
+    assert outside_phases(results, 99.5, 118.0) == "" == outside_phases([], 99.5, 118.0)
 
 
 def test_a_worker_waiting_for_its_job_has_imported_the_compiler_and_touched_no_device():

@@ -68,6 +68,9 @@ class ComboResult:
     # The card warmed up before the rounds (a run's first process of several): its temperature at the start and the
     # end (°C), the seconds it took and whether the temperature held; empty where none ran.
     preheat: dict[str, object] = field(default_factory=dict)
+    # A worker process's clock (time.time(), s): when it took its job and when its combos were measured; the parent
+    # tells from them and its own clock what the process spent outside every phase. Empty outside a worker.
+    process_clock: dict[str, float] = field(default_factory=dict)
 
     def compile_line(self) -> str:
         """How compiling went in this run: "fast compiled in 5.2 s (compile cache hit; Inductor graphs 14 of 14

@@ -191,12 +191,13 @@ class ProcessCampaign:
                     measured = self.measurements(source)
                     first = source.label not in self._started
                     self._started.add(source.label)
-                    started = time.monotonic()
+                    started, sent = time.monotonic(), time.time()
                     try:
                         results = self._run_worker(source, pending, first)
                     except UserError as exc:
                         which = f"measuring process {done + 1}/{planned}, of {source.label},"
                         raise ProcessFailed(f"{which} failed: {exc}") from None
+                    ended = time.time()
                     for result in results:
                         measured[result.combo].runs.append(result)
                     wall_s = time.monotonic() - started
@@ -208,7 +209,7 @@ class ProcessCampaign:
                     )
                     compiled = "".join(f"; {r.compile_line()}" for r in results if r.compile)
                     warmed = "".join(f"; {r.preheat_line()}" for r in results[:1] if r.preheat)
-                    detail = f"{medians} ({wall_s:.0f} s{warmed}{compiled})"
+                    detail = f"{medians} ({wall_s:.0f} s{warmed}{compiled}{outside_phases(results, sent, ended)})"
                     notify(Progress("process", source.label, done, planned, detail))
                 pending = [c for c in pending if not self.reached_detectable(c)]
                 if not pending:
@@ -297,6 +298,22 @@ class ProcessCampaign:
                 raise UserError(f"the worker for {source.label} imported its {role} from {imported}, not {expected}")
         self._environments.setdefault(source.label, document["environment"])
         return [result_from_dict(r) for r in document["results"]]
+
+
+def outside_phases(results: Sequence[ComboResult], sent: float, ended: float) -> str:
+    """What a worker spent outside every phase, from its clock (``process_clock``) and the parent's (``sent``: its job
+    handed over; ``ended``: the process gone), as "; outside its phases: 0.1 s to take its job, 1.2 s setting up,
+    6.4 s writing and exiting"; empty where the worker kept no clock."""
+    clock = results[0].process_clock if results else {}
+    if not clock:
+        return ""
+    inside = clock["measured"] - clock["job"] - sum(sum(r.phase_s.values()) for r in results)
+    parts = (
+        (clock["job"] - sent, "to take its job"),
+        (inside, "setting up"),
+        (ended - clock["measured"], "writing and exiting"),
+    )
+    return "; outside its phases: " + ", ".join(f"{max(0.0, s):.1f} s {what}" for s, what in parts)
 
 
 def _last_error(stderr: str) -> str:

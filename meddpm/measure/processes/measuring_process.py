@@ -10,6 +10,7 @@ import argparse
 import contextlib
 import json
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -60,6 +61,7 @@ def import_ahead() -> None:
 
 def main(argv: Sequence[str], *, schema: str) -> int:
     """Measure the combos interleaved in this process and write one JSON document to ``--out``."""
+    job = time.time()
     args = _parser().parse_args(argv)
     device = torch.device(args.device)
     if device.type == "cuda":
@@ -73,6 +75,9 @@ def main(argv: Sequence[str], *, schema: str) -> int:
     except UserError as exc:
         print(f"UserError: {exc}", file=sys.stderr)
         return 2
+    clock = {"job": job, "measured": time.time()}
+    for result in results.values():
+        result.process_clock = dict(clock)
     document = {
         "schema": schema,
         # Which code ran: the parent checks the harness is its own and the workload the side it meant.
