@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from meddpm import COMBOS, UserError
-from meddpm.measure.campaign.interleaved import Campaign, ComboResult
+from meddpm.measure.campaign.interleaved import Campaign, ComboResult, _last_windows
 from meddpm.measure.campaign.result import ComboRuns
 from meddpm.measure.campaign.settings import CampaignSettings
 from meddpm.measure.energy.block import Probe, probe_combo, run_block
@@ -394,36 +394,49 @@ class WarmingCard(WallCard):
         return self.temperatures[min(self.readings, len(self.temperatures)) - 1]
 
 
-def preheated(micro, monkeypatch, card, plan):
+def preheated(micro, monkeypatch, card, plan, combos=("baseline",)):
+    """A campaign of ``combos`` whose first process warms ``card``; windows of no least length, so each turn is one."""
     monkeypatch.setattr("meddpm.measure.campaign.interleaved.open_gpu", lambda device: (card, ""))
     monkeypatch.setattr("meddpm.measure.campaign.interleaved.PREHEAT", plan)
+    monkeypatch.setattr("meddpm.measure.campaign.interleaved.PREHEAT_WINDOW_S", 0.0)
     settings = CampaignSettings(warmup=0, min_rounds=1, max_rounds=1, energy=False, profile=False, preheat=True)
     lines = []
-    results = Campaign(micro, [COMBOS["baseline"], COMBOS["opt1"]], CPU, settings=settings).run(
+    results = Campaign(micro, [COMBOS[c] for c in combos], CPU, settings=settings).run(
         lambda p: lines.append(p.detail) if p.phase == "preheat" else None
     )
     return results, lines
 
 
 def test_a_first_process_runs_its_combos_in_turns_until_the_cards_temperature_holds(micro, monkeypatch):
-    # One reading before the first turn and one after each: the turns' mean temperatures 37, 43, 48, 50.5, 51.5.
-    # The last two within 2 °C after the fifth turn; a window of no length, so turns, not seconds, decide.
+    # One combo: a reading before the first turn and one after each, at its window's edge, so the windows' means
+    # are 37, 43, 48, 50.5, 51.5 whatever the turns last. The last two within 2 °C after the fifth turn.
     card = WarmingCard([34, 40, 46, 50, 51, 52, 70])
     results, lines = preheated(micro, monkeypatch, card, SoakPlan(window_s=0.0, tolerance_c=2.0, max_s=600.0))
     assert card.readings == 6  # five turns: the 70 °C never read
-    for result in results.values():
-        assert {k: result.preheat[k] for k in ("start_c", "end_c", "settled")} == {
-            "start_c": 34, "end_c": 52, "settled": True
-        }  # fmt: skip
-        assert result.phase_s["warm-up"] > 0 and len(result.samples_ms) == 1  # the turns untimed, the round timed
-    assert lines == [results["baseline"].preheat_line()] and lines[0].startswith("card warmed 34 -> 52 °C in ")
+    result = results["baseline"]
+    assert {k: result.preheat[k] for k in ("start_c", "end_c", "settled")} == {
+        "start_c": 34, "end_c": 52, "settled": True
+    }  # fmt: skip
+    assert result.phase_s["warm-up"] > 0 and len(result.samples_ms) == 1  # the turns untimed, the round timed
+    assert lines == [result.preheat_line()] and lines[0].startswith("card warmed 34 -> 52 °C in ")
 
 
-def test_a_card_still_warming_when_the_preheat_time_runs_out_is_timed_anyway_and_said_so(micro, monkeypatch):
+def test_the_card_is_read_after_every_combos_iteration_and_every_combo_keeps_the_record(micro, monkeypatch):
     card = WarmingCard([34 + 5 * i for i in range(100)])
-    results, lines = preheated(micro, monkeypatch, card, SoakPlan(window_s=0.0, tolerance_c=2.0, max_s=1e-9))
-    assert results["opt1"].preheat["settled"] is False and card.readings == 2  # one turn, then out of time
-    assert lines[0].endswith(", not settled") and len(results["opt1"].samples_ms) == 1
+    results, lines = preheated(
+        micro, monkeypatch, card, SoakPlan(window_s=0.0, tolerance_c=2.0, max_s=1e-9), combos=("baseline", "opt1")
+    )
+    assert card.readings == 3  # before, then after each combo's iteration of the one turn the time allowed
+    assert results["opt1"].preheat == results["baseline"].preheat and results["opt1"].preheat["end_c"] == 44
+    assert results["opt1"].preheat["settled"] is False and lines[0].endswith(", not settled")
+    assert len(results["opt1"].samples_ms) == 1  # timed anyway
+
+
+def test_the_windows_judged_span_the_settling_time_and_are_at_least_two():
+    plan = SoakPlan(window_s=5.0)
+    assert _last_windows([0, 1, 2, 3, 4, 5, 6], plan) == [1, 2, 3, 4, 5, 6]  # back to the edge 5 s before the last
+    assert _last_windows([0, 3, 7, 12], plan) == [3, 7, 12]  # two windows already span 9 s
+    assert _last_windows([0, 1, 2], plan) == [0, 1, 2] and _last_windows([0, 9], plan) == []  # one window: none
 
 
 def test_no_card_no_preheat(micro):

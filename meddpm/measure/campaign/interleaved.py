@@ -52,10 +52,13 @@ from meddpm.run.train import TrainStep
 # handful of rounds it reads too low (docs/statistics.md).
 _PRECISION_MIN_TIMED_S = 1.0
 
-# The warm-up of a run's first process: the combos' turns count as windows, and the card is warm once their mean
-# temperatures over at least 5 s lie within 2 °C, as an energy block's soak judges them, or after a minute. A
-# power-capped combo runs faster on a cool card than at the temperature its rounds hold it at (docs/statistics.md).
+# The warm-up of a run's first process: the temperature read after every iteration, the turns grouped into windows
+# of at least PREHEAT_WINDOW_S (a window's mean over many readings, as the soak's: single readings swing by degrees),
+# and the card warm once the windows' means over at least 5 s lie within 2 °C, as an energy block's soak judges
+# them, or after a minute. A power-capped combo runs faster on a cool card than at the temperature its rounds hold
+# it at (docs/statistics.md).
 PREHEAT = SoakPlan(window_s=5.0, tolerance_c=2.0, max_s=60.0)
+PREHEAT_WINDOW_S = 1.0
 
 # What the CPU allocator says when a request cannot be met (Linux, then Windows wording).
 _CPU_OUT_OF_MEMORY = ("DefaultCPUAllocator: can't allocate memory", "DefaultCPUAllocator: not enough memory")
@@ -205,9 +208,9 @@ class Campaign:
         return {"seconds": first_s, "cache": state, **{k: v - counted_before.get(k, 0) for k, v in now.items()}}
 
     def _preheat(self, notify: Callable[[Progress], None]) -> None:
-        """Run the combos in turns, untimed, until the card's temperature holds over the last turns (:data:`PREHEAT`);
-        recorded in every combo's ``preheat`` and counted as its warm-up. Nothing to do without a card's
-        temperature (the CPU, NVML missing)."""
+        """Run the combos in turns, untimed, until the card's temperature holds over the last windows of turns
+        (:data:`PREHEAT`, :data:`PREHEAT_WINDOW_S`); recorded in every combo's ``preheat`` and counted as its warm-up.
+        Nothing to do without a card's temperature (the CPU, NVML missing)."""
         gpu = self._gpu
         if gpu is None:
             return
@@ -215,25 +218,26 @@ class Campaign:
         history = [(started, gpu.temperature_c())]
         edges = [started]
         steady = False
-        while not steady and edges[-1] - started < PREHEAT.max_s:
+        while not steady and history[-1][0] - started < PREHEAT.max_s:
             for name, step in self.steps.items():
                 t0 = time.perf_counter()
                 step()
                 synchronize(self.device)
                 self._spent(name, "warm-up", t0)
-            edges.append(time.perf_counter())
-            history.append((edges[-1], gpu.temperature_c()))
-            steady = settled(history, _last_windows(edges, PREHEAT), PREHEAT)
+                history.append((time.perf_counter(), gpu.temperature_c()))
+            if history[-1][0] - edges[-1] >= PREHEAT_WINDOW_S:
+                edges.append(history[-1][0])
+                steady = settled(history, _last_windows(edges, PREHEAT), PREHEAT)
         record = {
             "start_c": history[0][1],
             "end_c": history[-1][1],
-            "seconds": round(edges[-1] - started, 1),
+            "seconds": round(history[-1][0] - started, 1),
             "settled": steady,
         }
         for result in self.results.values():
             result.preheat = dict(record)
-        turns = len(edges) - 1
-        notify(Progress("preheat", "", turns, turns, next(iter(self.results.values())).preheat_line()))
+        windows = len(edges) - 1
+        notify(Progress("preheat", "", windows, windows, next(iter(self.results.values())).preheat_line()))
 
     def _rounds(self, notify: Callable[[Progress], None]) -> None:
         s = self.settings

@@ -41,7 +41,7 @@ class Source:
 class Progress:
     """A step of a campaign, for progress displays: a warm-up iteration, a round, or an energy block begun."""
 
-    phase: str  # "warmup", "round" or "energy" (and "process" from a ProcessCampaign)
+    phase: str  # "warmup", "preheat", "round" or "energy" (and "process" from a ProcessCampaign)
     combo: str
     done: int
     total: int
