@@ -144,7 +144,8 @@ def test_a_process_line_says_what_the_worker_spent_outside_its_phases():
         result.phase_s = phases
         result.process_clock = {"job": 100.0, "measured": 112.0}
     line = outside_phases(results, sent=99.5, ended=118.0)
-    assert line == "; outside its phases: 0.5 s to take its job, 2.0 s setting up, 6.0 s writing and exiting"
+    parts = ("0.5 s importing before its job", "2.0 s setting up", "6.0 s writing, exiting and read back")
+    assert line == "; outside its phases: " + ", ".join(parts)
     results[0].process_clock = {}  # a worker that kept no clock
     assert outside_phases(results, 99.5, 118.0) == "" == outside_phases([], 99.5, 118.0)
 

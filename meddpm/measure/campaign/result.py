@@ -233,6 +233,7 @@ class ComboResult:
         d.pop("gpu_states")
         d.pop("profile_rows")  # a results file keeps a flagged case's explanation, not every run's rows
         d.pop("module_bytes")
+        d.pop("process_clock")  # one worker's moments, read by its parent; a pooled case would carry its first's
         d.update(
             stats=self.stats.as_dict(),
             reliable=self.reliable,

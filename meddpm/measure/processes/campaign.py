@@ -302,16 +302,17 @@ class ProcessCampaign:
 
 def outside_phases(results: Sequence[ComboResult], sent: float, ended: float) -> str:
     """What a worker spent outside every phase, from its clock (``process_clock``) and the parent's (``sent``: its job
-    handed over; ``ended``: the process gone), as "; outside its phases: 0.1 s to take its job, 1.2 s setting up,
-    6.4 s writing and exiting"; empty where the worker kept no clock."""
+    handed over; ``ended``: its results read back), as "; outside its phases: 0.1 s importing before its job, 1.2 s
+    setting up, 6.4 s writing, exiting and read back"; empty where the worker kept no clock. A worker not started
+    ahead (a run's first) imports everything in the first part."""
     clock = results[0].process_clock if results else {}
     if not clock:
         return ""
     inside = clock["measured"] - clock["job"] - sum(sum(r.phase_s.values()) for r in results)
     parts = (
-        (clock["job"] - sent, "to take its job"),
+        (clock["job"] - sent, "importing before its job"),
         (inside, "setting up"),
-        (ended - clock["measured"], "writing and exiting"),
+        (ended - clock["measured"], "writing, exiting and read back"),
     )
     return "; outside its phases: " + ", ".join(f"{max(0.0, s):.1f} s {what}" for s, what in parts)
 
