@@ -36,7 +36,7 @@ from meddpm.measure.campaign.result import ComboResult, ComboRuns
 from meddpm.measure.campaign.settings import CampaignSettings
 from meddpm.measure.campaign.time_split import TimeSplit
 from meddpm.measure.energy.block import measure_soaked_block, probe_combo
-from meddpm.measure.energy.heat_soak import SoakPlan, settled
+from meddpm.measure.energy.heat_soak import SoakPlan, settled, spanning
 from meddpm.measure.energy.power_sampler import PowerSampler, poll_period
 from meddpm.measure.machine.compile_cache import CompileCache, activate, inductor_counters
 from meddpm.measure.machine.nvml import Gpu, GpuState, open_gpu
@@ -360,10 +360,7 @@ class Campaign:
 
 def _last_windows(edges: Sequence[float], plan: SoakPlan) -> list[float]:
     """The last edges that bound at least two windows and span ``plan.window_s`` where there are enough."""
-    first = max(0, len(edges) - 3)
-    while first > 0 and not plan.spans(edges[-1] - edges[first]):
-        first -= 1
-    return list(edges[first:]) if len(edges) >= 3 else []
+    return spanning(edges, len(edges) - 3, plan) if len(edges) >= 3 else []
 
 
 def _out_of_memory(exc: RuntimeError) -> bool:

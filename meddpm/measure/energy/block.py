@@ -31,7 +31,7 @@ from meddpm.measure.energy.counter import (
     update_period_s,
     update_times,
 )
-from meddpm.measure.energy.heat_soak import Soak, SoakPlan, settled
+from meddpm.measure.energy.heat_soak import Soak, SoakPlan, settled, spanning
 from meddpm.measure.machine.timing import synchronize
 
 # A probe runs a combo back to back at least this long (s): a few updates of the instant power.
@@ -172,10 +172,8 @@ def run_soaked_block(
         def held(first: int, last: int, running_s: float = 0.0) -> bool:
             """Whether the windows from edge ``first`` to edge ``last`` held, with earlier ones where they and
             ``running_s`` of a window still running span less than ``soak.window_s``."""
-            first, end = min(first, last), edges.time_s(last) + running_s
-            while first > 0 and not soak.spans(end - edges.time_s(first)):
-                first -= 1
-            return settled(history, [edges.time_s(i) for i in range(first, last + 1)], soak, running_s)
+            times = [edges.time_s(i) for i in range(last + 1)]
+            return settled(history, spanning(times, min(first, last), soak, running_s), soak, running_s)
 
         _repeat(step, plan.lead)
         edges.mark()

@@ -70,6 +70,15 @@ def window_means(history: Sequence[tuple[float, int]], edges_s: Sequence[float])
     return means
 
 
+def spanning(edges_s: Sequence[float], first: int, plan: SoakPlan, running_s: float = 0.0) -> list[float]:
+    """The edges from index ``first`` on, reaching back over earlier ones where those (and ``running_s`` of a window
+    still running after the last) span less than ``plan.window_s``: the windows :func:`settled` is to judge."""
+    end = edges_s[-1] + running_s
+    while first > 0 and not plan.spans(end - edges_s[first]):
+        first -= 1
+    return list(edges_s[first:])
+
+
 def settled(
     history: Sequence[tuple[float, int]], edges_s: Sequence[float], plan: SoakPlan, running_s: float = 0.0
 ) -> bool:
