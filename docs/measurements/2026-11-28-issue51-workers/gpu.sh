@@ -1,0 +1,41 @@
+#!/bin/bash
+# On a GPU machine, from the repository root: bash docs/measurements/2026-11-28-issue51-workers/gpu.sh OUT STAGE...
+# Adds one stage to ../2026-11-28-issue51-fresh/gpu.sh (bytecode-in, restore, suite, pr, nightly, keep, ...), whose
+# every other stage runs as it is, in the order given:
+#   workers  three fresh processes of `fast` alone (python -m meddpm, 10 timed rounds) with the compile cache as it
+#            stands, each line stamped with its seconds (stamp.py), and the process's exit after its last line:
+#            1. as the code chooses (a cache hit: no compile workers), under py-spy (50 Hz, idle frames kept);
+#            2. TORCHINDUCTOR_COMPILE_THREADS=<cores>: Inductor's pool of compile workers, as before;
+#            3. as the code chooses, again, not under py-spy.
+#            Run after a stage that installs the wheels (restore).
+#   keep-inductor  the compile cache without its bytecode (which .gpu-cache/pycache.txz.part-* carries) into
+#            OUT/compile-<arch>.tar.xz, the file the restore stage unpacks: one call carries it beside the tree
+set -u
+OUT=$1
+shift
+here=$(dirname "$0")
+for stage in "$@"; do
+  case $stage in
+    workers)
+      mkdir -p /tmp/logs
+      run() {  # NAME, then variables to set
+        local name=$1
+        shift
+        env "$@" PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 MEDDPM_COMPILE_CACHE=/tmp/meddpm-compile \
+          python3 "$here/stamp.py" ${SPY:+/tmp/site/bin/py-spy record --nonblocking --idle --rate 50 --format raw \
+          -o "$OUT/$name.pyspy.txt" --} timeout "${READY_LIMIT:-120}" python3 -m meddpm --combos fast --iters 10 \
+          > "/tmp/logs/$name.log" 2>&1
+        grep -E "warm-up fast 1/|round 1/|where the time went|exit " "/tmp/logs/$name.log" | cut -c1-200
+      }
+      SPY=1 run workers-chosen-spy
+      SPY= run workers-pool TORCHINDUCTOR_COMPILE_THREADS="$(nproc)"
+      SPY= run workers-chosen
+      cp /tmp/logs/workers-*.log "$OUT/" ;;
+    keep-inductor)
+      arch=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oiE "h100|h200" | tr 'H' 'h')
+      tar -cf - -C /tmp/meddpm-compile --exclude=./pycache . | xz -T16 -6 > "$OUT/compile-$arch.tar.xz"
+      ls -la "$OUT/compile-$arch.tar.xz" ;;
+    *) bash "$here/../2026-11-28-issue51-fresh/gpu.sh" "$OUT" "$stage" ;;
+  esac
+done
+exit 0
