@@ -49,19 +49,6 @@ def _compile_cache(tmp_path_factory):
         yield
 
 
-@pytest.fixture(autouse=True)
-def _compile_workers(monkeypatch):
-    """Each test starts as a fresh process would: Inductor's compile workers not yet chosen, and set back after."""
-    from torch._inductor import config
-
-    from meddpm.measure.machine import compile_cache
-
-    monkeypatch.setattr(compile_cache, "_workers_chosen", False)
-    before = config.compile_threads  # monkeypatch would delete the entry to set it back, which hides it
-    yield
-    config.compile_threads = before
-
-
 @pytest.fixture
 def suite_options(tmp_path):
     """A factory of suite options with the defaults, baselines and results under ``tmp_path``."""

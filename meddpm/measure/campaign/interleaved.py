@@ -38,7 +38,7 @@ from meddpm.measure.campaign.time_split import TimeSplit
 from meddpm.measure.energy.block import measure_soaked_block, probe_combo
 from meddpm.measure.energy.heat_soak import SoakPlan, settled, spanning
 from meddpm.measure.energy.power_sampler import PowerSampler, poll_period
-from meddpm.measure.machine.compile_cache import CompileCache, activate, compile_threads, inductor_counters
+from meddpm.measure.machine.compile_cache import CompileCache, activate, inductor_counters
 from meddpm.measure.machine.nvml import Gpu, GpuState, open_gpu
 from meddpm.measure.machine.timing import synchronize, time_once, time_synchronized
 from meddpm.measure.machine.warmup import warm_up
@@ -199,15 +199,13 @@ class Campaign:
 
     def _compiled(self, first_s: float, counted_before: dict[str, int]) -> dict[str, object]:
         """What compiling a combo cost: its first iteration's seconds, whether this workload was compiled in the
-        cache before ("hit", "miss", "off" without one), the processes Inductor compiled with, and Inductor's and
-        AOTAutograd's cache hits and misses."""
+        cache before ("hit", "miss", "off" without one) and Inductor's and AOTAutograd's cache hits and misses."""
         cache = self.compile_cache
         state = "off" if cache is None else "hit" if cache.warm else "miss"
         if cache is not None:
             cache.mark_compiled()
         now = inductor_counters()
-        counted = {k: v - counted_before.get(k, 0) for k, v in now.items()}
-        return {"seconds": first_s, "cache": state, "compile_threads": compile_threads(), **counted}
+        return {"seconds": first_s, "cache": state, **{k: v - counted_before.get(k, 0) for k, v in now.items()}}
 
     def _preheat(self, notify: Callable[[Progress], None]) -> None:
         """Run the combos in turns, untimed, until the card's temperature holds over the last windows of turns

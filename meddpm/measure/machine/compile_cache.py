@@ -152,36 +152,7 @@ def activate(root: str | None, device: torch.device, tree: Path | None = None) -
         return None
     cache = CompileCache.of(root, tree or workload_tree(), device)
     cache.activate()
-    _choose_compile_workers(cache.warm)
     return cache
-
-
-# Whether this process has chosen how Inductor compiles (_choose_compile_workers): once, at its first activation.
-_workers_chosen = False
-THREADS_VARIABLE = "TORCHINDUCTOR_COMPILE_THREADS"
-
-
-def _choose_compile_workers(warm: bool) -> None:
-    """A process whose workload was compiled in this cache before loads its graphs in itself: Inductor otherwise
-    starts a pool of compile workers (one a core, each importing torch) at its first graph, even when every graph
-    then comes from the cache, and waits for the pool at the process's exit. A process whose first compile is new
-    keeps the pool for what it compiles. Chosen once a process, at its first activation (a later one finds the
-    workload marked by the first), and never over ``TORCHINDUCTOR_COMPILE_THREADS``."""
-    global _workers_chosen
-    if _workers_chosen or THREADS_VARIABLE in os.environ:
-        return
-    _workers_chosen = True
-    if warm:
-        from torch._inductor import config
-
-        config.compile_threads = 1
-
-
-def compile_threads() -> int | None:
-    """How many processes Inductor compiles with in this process (1: in itself), None where it has not decided."""
-    from torch._inductor import config
-
-    return config.compile_threads
 
 
 def inductor_counters() -> dict[str, int]:
