@@ -4,10 +4,14 @@
 # every other stage runs as it is, in the order given:
 #   workers  three fresh processes of `fast` alone (python -m meddpm, 10 timed rounds) with the compile cache as it
 #            stands, each line stamped with its seconds (stamp.py), and the process's exit after its last line:
-#            1. as the code chooses (a cache hit: no compile workers), under py-spy (50 Hz, idle frames kept);
+#            1. as f87e76d chose (a cache hit: no compile workers; reverted since), under py-spy (50 Hz, idle frames
+#               kept: it attached to `timeout`, not to Python, and recorded nothing);
 #            2. TORCHINDUCTOR_COMPILE_THREADS=<cores>: Inductor's pool of compile workers, as before;
-#            3. as the code chooses, again, not under py-spy.
+#            3. as f87e76d chose, again, not under py-spy.
 #            Run after a stage that installs the wheels (restore).
+#   precompile  two fresh processes of `fast` as in workers (each line stamped), with Dynamo's experimental
+#            caching precompile on (TORCH_CACHING_PRECOMPILE=1): whether the second, finding the first's Dynamo
+#            cache, compiles in less than the 5-6 s a cache hit takes while Dynamo traces again
 #   keep-inductor  the compile cache without its bytecode (which .gpu-cache/pycache.txz.part-* carries) into
 #            OUT/compile-<arch>.tar.xz, the file the restore stage unpacks: one call carries it beside the tree
 set -u
@@ -31,6 +35,16 @@ for stage in "$@"; do
       SPY= run workers-pool TORCHINDUCTOR_COMPILE_THREADS="$(nproc)"
       SPY= run workers-chosen
       cp /tmp/logs/workers-*.log "$OUT/" ;;
+    precompile)
+      mkdir -p /tmp/logs
+      for n in 1 2; do
+        TORCH_CACHING_PRECOMPILE=1 PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 MEDDPM_COMPILE_CACHE=/tmp/meddpm-compile \
+          python3 "$here/stamp.py" timeout "${READY_LIMIT:-120}" python3 -m meddpm --combos fast --iters 10 \
+          > "/tmp/logs/precompile-$n.log" 2>&1
+        grep -E "warm-up fast 1/|round 1/|compiled in|where the time went|exit |Error|rror:" "/tmp/logs/precompile-$n.log" \
+          | cut -c1-200 | head -12
+      done
+      cp /tmp/logs/precompile-*.log "$OUT/" ;;
     keep-inductor)
       arch=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oiE "h100|h200" | tr 'H' 'h')
       tar -cf - -C /tmp/meddpm-compile --exclude=./pycache . | xz -T16 -6 > "$OUT/compile-$arch.tar.xz"
