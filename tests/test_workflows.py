@@ -77,8 +77,9 @@ def test_the_declared_runner_labels_are_gpu_and_the_architectures():
 def test_the_pull_request_check_is_an_ab_on_a_gpu_runner_for_same_repository_pull_requests():
     workflow = _workflow("pr-perf.yml")
     assert "pull_request" in workflow["on"] and "pull_request_target" not in workflow["on"]
-    assert set(workflow["on"]["workflow_dispatch"]["inputs"]) >= {"combos", "compare_to", "arch", "processes"}
-    assert workflow["on"]["workflow_dispatch"]["inputs"]["arch"]["options"] == list(KNOWN_ARCHS)
+    inputs = workflow["on"]["workflow_dispatch"]["inputs"]
+    assert set(inputs) >= {"combos", "compare_to", "arch", "processes", "detectable"}
+    assert inputs["arch"]["options"] == list(KNOWN_ARCHS)
     assert workflow["permissions"] == {"contents": "read", "pull-requests": "write"}
     (job,) = workflow["jobs"].values()
     assert job["runs-on"][:2] == ["self-hosted", "gpu"]
@@ -87,6 +88,8 @@ def test_the_pull_request_check_is_an_ab_on_a_gpu_runner_for_same_repository_pul
     ab = _step(job, "A/B")["run"]
     for part in ('-m "$ARCH"', '--combos="$COMBOS"', '--compare-to="$BASE"', '--perf-processes="$PROCESSES"'):
         assert part in ab
+    # The processes are the most a side: a combo stops once its A/B could flag 1 %.
+    assert '--perf-until-detectable="$DETECTABLE"' in ab and "'0.01'" in job["env"]["DETECTABLE"]
     assert "--perf-results-dir=perf-results" in ab
     comment = _step(job, "The comment")
     assert "python -m meddpm.suite.pr_comment perf-results" in comment["run"]
