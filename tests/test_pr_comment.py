@@ -1,7 +1,8 @@
 """The pull-request comment of an A/B run (meddpm/suite/pr_comment.py), from planted results documents.
 
 The template is a real A/B run's results.json (an H100, opt1 and fast, 3 processes a side); each test plants
-its cases' process medians, judged by the suite's own A/B rule, so the comment reads what the suite would write.
+its cases' process medians (5 a side, as the pull-request check runs at most), judged by the suite's own A/B rule,
+so the comment reads what the suite would write.
 """
 
 from __future__ import annotations
@@ -22,10 +23,14 @@ TEMPLATE = Path(__file__).resolve().parent.parent / "docs/measurements/2026-11-2
 REFERENCE = [100.0, 100.01, 99.99, 100.005, 99.995]
 
 
-def _case(template: dict[str, Any], combo: str, factor: float, explain: list[ExplainRow] = ()) -> dict[str, Any]:
-    """A case whose working tree reads ``factor`` times the revision's process medians, judged as the suite does."""
-    candidate = [factor * m for m in REFERENCE]
-    verdict = judge_ab(f"paper/{combo}/b1 working tree vs base", candidate, REFERENCE, Tolerances())
+def _case(
+    template: dict[str, Any], combo: str, factor: float, explain: list[ExplainRow] = (), processes: int = 5
+) -> dict[str, Any]:
+    """A case whose working tree reads ``factor`` times the revision's process medians, judged as the suite does,
+    over its first ``processes`` a side."""
+    reference = REFERENCE[:processes]
+    candidate = [factor * m for m in reference]
+    verdict = judge_ab(f"paper/{combo}/b1 working tree vs base", candidate, reference, Tolerances())
     case = copy.deepcopy(template)
     case.update(
         combo=combo,
@@ -46,11 +51,12 @@ def _case(template: dict[str, Any], combo: str, factor: float, explain: list[Exp
     return case
 
 
-def _results(tmp_path: Path, *cases: tuple[str, float], **changes: Any) -> Path:
+def _results(tmp_path: Path, *cases: tuple[Any, ...], **changes: Any) -> Path:
+    """A results folder of ``cases``, each (combo, factor[, explain[, processes a side]])."""
     document = json.loads((TEMPLATE / "results.json").read_text())
     template = document["cases"][0]
-    document["cases"] = [_case(template, combo, factor) for combo, factor in cases]
-    document.update(changes)
+    document["cases"] = [_case(template, *case) for case in cases]
+    document.update({"processes": len(REFERENCE), **changes})
     (tmp_path / "results.json").write_text(json.dumps(document))
     return tmp_path
 
@@ -70,7 +76,7 @@ def test_no_regression_says_so_with_the_table_environment_and_commits(tmp_path, 
     assert lines[0] == MARKER
     assert lines[1] == "## meddpm-perf A/B on h100: no slowdown"
     assert (
-        "A: this pull request (fa2f81a9c61e66ec495207df595b4b820d24198e+dirty), B: fa2f81a, 3 processes a side" in text
+        "A: this pull request (fa2f81a9c61e66ec495207df595b4b820d24198e+dirty), B: fa2f81a, 5 processes a side" in text
     )
     rows = [line for line in lines if line.startswith("| paper/")]
     assert [_cells(row)[0] for row in rows] == ["paper/opt1/b1", "paper/fast/b1"]
@@ -87,9 +93,16 @@ def test_each_sides_interpreter_and_variables_are_named(tmp_path, capsys):
     ]
     text = _comment(_results(tmp_path, ("opt1", 1.0), sides=sides, schema="meddpm-perf-results/3"), capsys)
     # The sides' labels once, for the short names the verdict lines call them by.
-    assert "A: this pull request, this tree (abc) | B: main (def), 3 processes a side" in text
+    assert "A: this pull request, this tree (abc) | B: main (def), 5 processes a side" in text
     assert "Each side ran under: A: python /usr/bin/python3 3.12.3, torch 2.11.0+cu130" in text
     assert "| B: python /opt/v2/bin/python" in text and "with X=1" in text
+
+
+def test_a_case_stopped_before_the_processes_given_makes_them_the_most(tmp_path, capsys):
+    text = _comment(_results(tmp_path, ("opt1", 1.0, (), 2), ("fast", 1.0, (), 3)), capsys)
+    assert "B: fa2f81a, at most 5 processes a side (each case's own in the table), alternating" in text
+    rows = [line for line in text.splitlines() if line.startswith("| paper/")]
+    assert [_cells(row)[-2] for row in rows] == ["2 vs 2", "3 vs 3"]
 
 
 def test_one_regression_is_the_title_and_its_row(tmp_path, capsys):

@@ -95,6 +95,14 @@ def headline(cases: Sequence[Mapping[str, Any]]) -> str:
     return ", ".join(parts)
 
 
+def _processes_line(planned: int, compared: Sequence[Mapping[str, Any]]) -> str:
+    """ "5 processes a side", or where a case stopped before them (--perf-until-detectable) "at most 5 processes a
+    side (each case's own in the table)"."""
+    fewest = min(len(x["candidate_ms"]) for x in map(_time_comparison, compared) if x is not None)
+    counted = f"{_count(planned, 'process', 'processes')} a side"
+    return f"at most {counted} (each case's own in the table)" if fewest < planned else counted
+
+
 def _environment(results: Mapping[str, Any]) -> str:
     env = results["environment"]
     where = env.get("gpu_name") or env.get("cpu") or "unknown device"
@@ -127,7 +135,7 @@ def pr_comment(results: Mapping[str, Any]) -> str:
         MARKER,
         f"## meddpm-perf A/B on {results['arch']}: {headline(results['cases'])}",
         "",
-        f"{sides}, {_count(results.get('processes') or 0, 'process', 'processes')} a side, alternating on one machine.",
+        f"{sides}, {_processes_line(results.get('processes') or 0, compared)}, alternating on one machine.",
         *([f"Each side ran under: {sides_line(results['sides'])}."] if len(results.get("sides") or []) == 2 else []),
         "",
         *[f"- **{case_first_line(c)}**" for c in results["cases"] if c.get("explain")],
