@@ -12,6 +12,9 @@
 #   precompile  two fresh processes of `fast` as in workers (each line stamped), with Dynamo's experimental
 #            caching precompile on (TORCH_CACHING_PRECOMPILE=1): whether the second, finding the first's Dynamo
 #            cache, compiles in less than the 5-6 s a cache hit takes while Dynamo traces again
+#   pr-stop  the pull-request check as the workflow now runs it: --combos=opt1,fast --compare-to=HEAD
+#            --perf-processes=5 --perf-until-detectable=0.01 (LIMIT, default 420 s); its log, results and summary in
+#            OUT/pr-stop.tar.gz. Run after a stage that installs the wheels (restore).
 #   keep-inductor  the compile cache without its bytecode (which .gpu-cache/pycache.txz.part-* carries) into
 #            OUT/compile-<arch>.tar.xz, the file the restore stage unpacks: one call carries it beside the tree
 set -u
@@ -45,6 +48,18 @@ for stage in "$@"; do
           | cut -c1-200 | head -12
       done
       cp /tmp/logs/precompile-*.log "$OUT/" ;;
+    pr-stop)
+      arch=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oiE "h100|h200" | tr 'H' 'h')
+      mkdir -p /tmp/logs
+      start=$SECONDS
+      PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 MEDDPM_COMPILE_CACHE=/tmp/meddpm-compile timeout "${LIMIT:-420}" \
+        python3 -m pytest perf_tests/test_training.py -m "$arch" -k test_training_step --combos=opt1,fast \
+        --compare-to=HEAD --perf-processes=5 --perf-until-detectable=0.01 -rfEs -p no:cacheprovider \
+        --perf-results-dir=/tmp/logs/pr-stop > /tmp/logs/pr-stop.log 2>&1
+      echo "rc $? wall $((SECONDS - start)) s" >> /tmp/logs/pr-stop.log
+      tar -czf "$OUT/pr-stop.tar.gz" -C /tmp/logs pr-stop.log pr-stop
+      grep -E "process [0-9]+/|passed|failed|where the time went|time (unchanged|regression)" /tmp/logs/pr-stop.log \
+        | cut -c1-230 ;;
     keep-inductor)
       arch=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oiE "h100|h200" | tr 'H' 'h')
       tar -cf - -C /tmp/meddpm-compile --exclude=./pycache . | xz -T16 -6 > "$OUT/compile-$arch.tar.xz"
