@@ -99,10 +99,21 @@ def test_each_sides_interpreter_and_variables_are_named(tmp_path, capsys):
 
 
 def test_a_case_stopped_before_the_processes_given_makes_them_the_most(tmp_path, capsys):
-    text = _comment(_results(tmp_path, ("opt1", 1.0, (), 2), ("fast", 1.0, (), 3)), capsys)
+    text = _comment(_results(tmp_path, ("opt1", 1.0, (), 2), ("fast", 1.0)), capsys)
     assert "B: fa2f81a, at most 5 processes a side (each case's own in the table), alternating" in text
     rows = [line for line in text.splitlines() if line.startswith("| paper/")]
-    assert [_cells(row)[-2] for row in rows] == ["2 vs 2", "3 vs 3"]
+    assert [_cells(row)[-2] for row in rows] == ["2 vs 2", "5 vs 5"]
+
+
+def test_a_side_short_of_the_processes_or_a_header_without_them_is_not_called_full(tmp_path, capsys):
+    results = _results(tmp_path, ("fast", 1.0))
+    document = json.loads((results / "results.json").read_text())
+    document["cases"][0]["comparisons"][0]["reference_ms"] = REFERENCE[:4]  # a process of side B failed
+    (results / "results.json").write_text(json.dumps(document))
+    assert "at most 5 processes a side (each case's own in the table)" in _comment(results, capsys)
+    del document["processes"]
+    (results / "results.json").write_text(json.dumps(document))
+    assert "B: fa2f81a, processes a side as in the table, alternating" in _comment(results, capsys)
 
 
 def test_one_regression_is_the_title_and_its_row(tmp_path, capsys):

@@ -90,6 +90,7 @@ def test_the_pull_request_check_is_an_ab_on_a_gpu_runner_for_same_repository_pul
         assert part in ab
     # The processes are the most a side: a combo stops once its A/B could flag 1 %.
     assert '--perf-until-detectable="$DETECTABLE"' in ab and "'0.01'" in job["env"]["DETECTABLE"]
+    assert inputs["detectable"]["default"] == "0.01"  # a dispatch's default and a push's fallback agree
     assert "--perf-results-dir=perf-results" in ab
     comment = _step(job, "The comment")
     assert "python -m meddpm.suite.pr_comment perf-results" in comment["run"]
