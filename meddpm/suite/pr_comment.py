@@ -99,10 +99,10 @@ def _processes_line(planned: int, compared: Sequence[Mapping[str, Any]]) -> str:
     """ "5 processes a side"; "at most 5 processes a side (each case's own in the table)" where a side of a case ran
     fewer (--perf-until-detectable stopped it, or a process failed); "processes a side as in the table" where the
     header names none."""
-    sides = [(x["candidate_ms"], x["reference_ms"]) for x in map(_time_comparison, compared) if x is not None]
-    fewest = min((min(len(a), len(b)) for a, b in sides), default=planned)
     if planned < 1:
         return "processes a side as in the table"
+    sides = [(x["candidate_ms"], x["reference_ms"]) for x in map(_time_comparison, compared) if x is not None]
+    fewest = min((min(len(a), len(b)) for a, b in sides), default=planned)
     counted = f"{_count(planned, 'process', 'processes')} a side"
     return f"at most {counted} (each case's own in the table)" if fewest < planned else counted
 
