@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import datetime
 
 import numpy as np
 import pytest
+from test_campaign_runs import block
 
 from meddpm.errors import UserError
 from meddpm.history.documents import run_from_document
@@ -139,3 +141,44 @@ def test_a_night_whose_own_verdicts_failed_a_case_is_not_good(tmp_path):
     documents[-1]["cases"][1]["outcome"] = "regression"
     plant(db, documents)
     assert last_good(str(db), "a100", "suite").commit == sha(NIGHTS - 2)
+
+
+def _with_energy(documents, uuid: str = "GPU-1"):
+    """The nights with their card's UUID and a block of 50 J over 10 iterations for opt1."""
+    for document in documents:
+        document["environment"]["gpu_uuid"] = uuid
+        for case in document["cases"]:
+            if case["combo"] == "opt1":
+                case["energy_blocks"] = [dataclasses.asdict(block(50.0))]
+    return documents
+
+
+def test_the_last_good_runs_energy_is_carried_to_side_b_on_its_own_card_alone(tmp_path):
+    db = tmp_path / "h.sqlite"
+    plant(db, _with_energy(nightly()))
+    good = last_good(str(db), "a100", "suite")
+    assert sorted(good.energy_blocks) == ["paper/opt1/b1"]
+    thresholds = {"paper/opt1/b1": 0.1, "paper/fast/b1": 0.1}
+    here = {"gpu_uuid": "GPU-1", "gpu_name": "NVIDIA A100", "driver": "580.95", "torch": "2.11.0", "cuda": "13.0"}
+    carried, differs = good.carried_energy(thresholds, here)
+    assert differs == "" and sorted(carried) == ["paper/opt1/b1"]  # fast kept no energy: its side B measures it
+    energy = carried["paper/opt1/b1"]
+    assert energy.source == f"run #{good.run_id}" and energy.threshold == 0.1
+    assert energy.estimate is not None and energy.estimate.j_per_iter == pytest.approx(5.0)
+    assert good.carried_energy(thresholds, {**here, "gpu_uuid": "GPU-2"}) == ({}, "card GPU-1 -> GPU-2")
+    assert good.carried_energy(thresholds, {**here, "driver": "590.10"}) == ({}, "driver 580.95 -> 590.10")
+
+
+def test_a_run_that_recorded_no_card_or_unreadable_blocks_carries_no_energy(tmp_path):
+    documents = _with_energy(nightly(step=False))
+    for document in documents:
+        del document["environment"]["gpu_uuid"]
+    plant(tmp_path / "a.sqlite", documents)
+    good = last_good(str(tmp_path / "a.sqlite"), "a100", "suite")
+    assert good.carried_energy({"paper/opt1/b1": 0.1}, {"gpu_uuid": "GPU-1"}) == ({}, "card unrecorded -> GPU-1")
+    documents = _with_energy(nightly(step=False))
+    for document in documents:
+        for case in document["cases"]:
+            case["energy_blocks"] = [{"windows": "not a list of windows"}] if case["combo"] == "opt1" else []
+    plant(tmp_path / "b.sqlite", documents)
+    assert last_good(str(tmp_path / "b.sqlite"), "a100", "suite").energy_blocks == {}

@@ -2,12 +2,15 @@
 
 With ``--perf-until-detectable`` / ``--until-detectable``, an A/B combo stops once its A/B could flag a slowdown
 that small, from two processes a side on; the noisy combos get the rest of ``--perf-processes``. Each side's
-first process measures energy, and the A/B judges one side's joules per iteration against the other's.
+first process measures energy, and the A/B judges one side's joules per iteration against the other's; side B's
+first takes the last good run's instead where side A's agrees with it.
 Timings and joules are planted in the workers: nothing here reads a clock.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
 import math
 
 import pytest
@@ -15,18 +18,21 @@ import torch
 from test_campaign_runs import block, run_of
 
 from meddpm.errors import UserError
+from meddpm.history.last_good import LastGood
 from meddpm.judge.ab import ab_cases
 from meddpm.judge.baseline import Tolerances
 from meddpm.judge.verdict import judge_ab
 from meddpm.measure.campaign.inputs import detectable_target
 from meddpm.measure.campaign.protocol import Source
-from meddpm.measure.campaign.result import ComboResult
+from meddpm.measure.campaign.result import CarriedEnergy, ComboResult
 from meddpm.measure.campaign.settings import CampaignSettings
 from meddpm.measure.processes.campaign import ProcessCampaign
+from meddpm.measure.processes.sides import OtherSide
 from meddpm.measure.statistics.compare import detectable_change
 from meddpm.model.config import ModelConfig
 from meddpm.suite.cases import CaseRecord, PerfCase
 from meddpm.suite.judging import Judging, StoredBaselines
+from meddpm.suite.measuring import Measuring
 from meddpm.suite.summary import markdown_summary
 
 # Each process's median moves by this share a process, up and down: a quiet combo and a noisy one.
@@ -48,13 +54,13 @@ def campaign_of(tmp_path, processes: int, until: float | None, joules: dict[str,
     )
     asked: list[tuple[str, tuple[str, ...], bool]] = []
 
-    def worker(source: Source, combos: list[str], energy: bool) -> list[ComboResult]:
-        asked.append((source.label[:4], tuple(combos), energy))
+    def worker(source: Source, combos: list[str], settings: CampaignSettings) -> list[ComboResult]:
+        asked.append((source.label[:4], tuple(combos), settings.energy))
         sign = 1 if len(asked) % 3 else -1  # +, +, -, +, +, -: a spread on each side
         results = []
         for c in combos:
             ms = 100.0 * (1 + sign * SPREAD[c])
-            blocks = [block(joules[source.label[:4]])] if energy and joules else []
+            blocks = [block(joules[source.label[:4]])] if settings.energy and joules else []
             results.append(run_of(c, [ms] * 3, energy_blocks=blocks))
         return results
 
@@ -92,9 +98,9 @@ def test_the_runs_first_process_alone_warms_the_card(tmp_path):
     campaign, _ = campaign_of(tmp_path, processes=2, until=None)
     planted, warmed = campaign._run_worker, []
 
-    def worker(source, combos, first):
-        warmed.append(campaign.worker_settings(first).preheat)
-        results = planted(source, combos, first)
+    def worker(source, combos, settings):
+        warmed.append(settings.preheat)
+        results = planted(source, combos, settings)
         for result in results if warmed[-1] else []:
             result.preheat = {"start_c": 34, "end_c": 52, "seconds": 27.4, "settled": True}
         return results
@@ -178,3 +184,91 @@ def test_the_summary_lists_each_sides_energy_verdict(tmp_path):
     )  # fmt: skip
     table = summary[summary.index("Energy verdicts (reference: side B's first process):") :]
     assert "| tiny/baseline/b1 |          5 |          6 |         20 |" in table, table  # B, then A
+
+
+def carried(joules: float, threshold: float = 0.10) -> CarriedEnergy:
+    """Side B's energy as a planted last good run measured it: ``joules`` a block of 10 iterations."""
+    return CarriedEnergy((block(joules),), "run #7", threshold)
+
+
+def test_side_b_takes_the_last_good_runs_energy_where_side_as_agrees_and_measures_none(tmp_path):
+    campaign, asked = campaign_of(tmp_path, processes=2, until=None, joules={"work": 50.5, "HEAD": 40.0})
+    campaign.carried_energy = {"baseline": carried(50.0), "fast": carried(52.0)}
+    lines = []
+    campaign.run(lambda p: lines.append(p.detail))
+    assert [(side, energy) for side, _, energy in asked] == [("work", True), ("HEAD", False), ("HEAD", False),
+                                                              ("work", False)]  # fmt: skip
+    assert "energy as run #7 measured it (A's first process within 5.0% of it)" in lines[1]
+    assert "energy as" not in lines[0] + lines[2] + lines[3]
+    energy = ab_cases(campaign)["baseline"].energy
+    assert energy is not None and energy.outcome == "unchanged" and energy.change == pytest.approx(0.01)
+    assert "energy unchanged: B as run #7 measured it 5.000 J/iter, A 5.050 J/iter (+1.0%" in energy.message()
+
+
+@pytest.mark.parametrize(
+    "carried_energy",
+    [
+        {"baseline": carried(50.0), "fast": carried(44.0)},  # fast: A's 50.5 J is 14.8 % above it, beyond 5 %
+        {"baseline": carried(50.0)},  # fast's was not carried
+        {"baseline": carried(50.0), "fast": carried(50.0, threshold=0.01)},  # A's 1 % over a threshold of 1 %
+    ],
+)
+def test_side_b_measures_its_energy_again_unless_every_combo_agrees(tmp_path, carried_energy):
+    campaign, asked = campaign_of(tmp_path, processes=2, until=None, joules={"work": 50.5, "HEAD": 40.0})
+    campaign.carried_energy = carried_energy
+    campaign.run()
+    assert [energy for _, _, energy in asked] == [True, True, False, False]
+    energy = ab_cases(campaign)["baseline"].energy
+    assert energy is not None and energy.outcome == "regression"  # against side B's own 4.0 J/iter, as measured
+    assert "as run #7" not in energy.message()
+
+
+def test_carried_energy_agrees_within_half_its_threshold_at_a_resolution_under_it():
+    assert carried(50.0).agrees(carried(52.4).estimate)  # +4.8 %
+    assert not carried(50.0).agrees(carried(52.6).estimate)  # +5.2 %
+    assert not carried(50.0).agrees(carried(47.4).estimate)  # -5.2 %
+    assert not carried(50.0).agrees(None)
+    coarse = CarriedEnergy((dataclasses.replace(block(50.0), quantisation=0.095),), "run #7", 0.10)
+    assert not coarse.agrees(carried(50.0).estimate)  # resolution 9.5 % + 1 %: no verdict could judge it
+
+
+def _last_good(uuid: str = "GPU-1") -> LastGood:
+    """A last good run on card ``uuid`` that kept a block of 50 J over 10 iterations for baseline alone."""
+    return LastGood(
+        commit="a" * 40, run_id=7, started_at=datetime.datetime(2026, 11, 27, 2), arch="h200", kind="suite",
+        processes=3, gpu_name="NVIDIA H200", gpu_uuid=uuid, driver="580.159.04", torch="2.11.0", cuda="13.0",
+        cudnn="91900", python="3.12.3", environment={}, medians_ms={"tiny/baseline/b1": 100.0},
+        energy_blocks={"tiny/baseline/b1": (block(50.0),)},
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "overrides, carried_combos, line",
+    [
+        ({}, ["baseline"], None),  # fast kept no energy in that run: its side B measures its own
+        ({"other": OtherSide(env=(("OMP_NUM_THREADS", "1"),))}, [], None),  # side B runs under other variables
+        ({"last_good": _last_good("GPU-2")}, [], "not on the last good suite run on h200, #7 of 2026-11-27 02:00 UTC"),
+        ({"last_good": None}, [], None),  # an A/B against a revision given by hand
+    ],
+)
+def test_the_suite_carries_the_last_good_runs_energy_on_its_card_to_a_plain_side_b(
+    suite_options, monkeypatch, overrides, carried_combos, line
+):
+    here = {"gpu_uuid": "GPU-1", "gpu_name": "NVIDIA H200", "driver": "580.159.04", "torch": "2.11.0", "cuda": "13.0"}
+    monkeypatch.setattr("meddpm.suite.measuring.environment", lambda device: here)
+    options = dataclasses.replace(suite_options(compare_to="a" * 40, processes=3), last_good=_last_good())
+    lines: list[str] = []
+    tolerances = {"tiny/baseline/b1": Tolerances(energy_rel=0.2)}
+    measuring = Measuring(
+        dataclasses.replace(options, **overrides), "h200", lines.append,
+        lambda arch, key: tolerances.get(str(key), Tolerances()),
+    )  # fmt: skip
+    gpu, settings = torch.device("cuda", 0), CampaignSettings(energy=True)
+    carried = measuring._carried_energy("tiny", ["baseline", "fast"], 1, gpu, settings)
+    assert sorted(carried) == carried_combos
+    assert all(c.source == "run #7" and c.threshold == 0.2 for c in carried.values())
+    assert (line is None and not lines) or (
+        len(lines) == 1 and line in lines[0] and "card GPU-1 -> GPU-1" not in lines[0]
+    )
+    assert measuring._carried_energy("tiny", ["baseline"], 1, torch.device("cpu"), settings) == {}
+    assert measuring._carried_energy("tiny", ["baseline"], 1, gpu, CampaignSettings(energy=False)) == {}

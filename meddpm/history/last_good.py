@@ -14,7 +14,7 @@ import datetime
 import re
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from meddpm.errors import UserError
@@ -25,6 +25,8 @@ from meddpm.history.series import TREND_KINDS, case_frame, run_processes
 from meddpm.history.store import DEFAULT_DB, HistoryLocked, HistoryStore, resolve_target
 from meddpm.judge.drift import Attribution, attribute, environment_differences
 from meddpm.judge.verdict import Verdict
+from meddpm.measure.campaign.result import CarriedEnergy
+from meddpm.measure.energy.counter import BlockEnergy
 from meddpm.measure.processes.revision import checkout_root, resolve_revision
 
 _SHA = re.compile(r"[0-9a-f]{7,40}")
@@ -37,7 +39,8 @@ _FIX = "run the suite (or meddpm-bench) with --history first, or give --compare-
 class LastGood:
     """The run :func:`last_good` chose: its commit, when and where it ran, and what each case measured.
 
-    ``medians_ms``: each case's median (the case key, ``preset/combo/b<batch>``, ``/ddp<N>`` for DDP) in ms.
+    ``medians_ms``: each case's median (the case key, ``preset/combo/b<batch>``, ``/ddp<N>`` for DDP) in ms;
+    ``energy_blocks``: the energy blocks of each case that kept some (its first process's, in a run of several).
     """
 
     commit: str
@@ -55,6 +58,7 @@ class LastGood:
     python: str | None
     environment: dict[str, Any]
     medians_ms: dict[str, float]
+    energy_blocks: dict[str, tuple[BlockEnergy, ...]] = field(default_factory=dict)
 
     def describe(self) -> str:
         """One line: which run, when, and its commit."""
@@ -74,6 +78,30 @@ class LastGood:
         verdict against this run's commit, ``environment`` the one side A recorded now, set against this run's."""
         differences = environment_differences(self.recorded_environment, environment)
         return attribute(case, ab, self.medians_ms.get(case), tolerance, differences)
+
+    def carried_energy(
+        self, thresholds: Mapping[str, float], environment: Mapping[str, Any]
+    ) -> tuple[dict[str, CarriedEnergy], str]:
+        """The energy of each case of ``thresholds`` (by case key, with its energy threshold) as this run measured it,
+        for an A/B's side B to carry instead of measuring it again, where ``environment`` (this machine's now) is the
+        card and software this run measured on; else none, and what differs in words.
+
+        Joules follow the card (its leakage, its power cap), the driver and the software, so only the same card (its
+        UUID) with nothing else changed carries them (docs/energy.md, "Side B's energy in a nightly").
+        """
+        differences = [
+            d for d in environment_differences(self.recorded_environment, environment) if not d.startswith("gpu_uuid ")
+        ]
+        if not self.gpu_uuid or environment.get("gpu_uuid") != self.gpu_uuid:
+            differences.insert(0, f"card {self.gpu_uuid or 'unrecorded'} -> {environment.get('gpu_uuid') or 'unknown'}")
+        if differences:
+            return {}, ", ".join(differences)
+        carried = {
+            case: CarriedEnergy(self.energy_blocks[case], f"run #{self.run_id}", threshold)
+            for case, threshold in thresholds.items()
+            if self.energy_blocks.get(case)
+        }
+        return carried, ""
 
     def as_dict(self) -> dict[str, Any]:
         """The run as results files keep it (its medians are in the history already)."""
@@ -204,4 +232,14 @@ def _last_good(run: Run, processes: int | None) -> LastGood:
         python=run.python,
         environment=dict(run.environment or {}),
         medians_ms={case.case: case.median_ms for case in run.cases},
+        energy_blocks={case.case: blocks for case in run.cases if (blocks := _energy_blocks(case.details))},
     )
+
+
+def _energy_blocks(details: Mapping[str, Any] | None) -> tuple[BlockEnergy, ...]:
+    """A stored case's energy blocks; none where it kept none, or where they do not read back as blocks (a row of
+    another writer), so that such a case's side B measures its energy again."""
+    try:
+        return tuple(BlockEnergy.from_dict(block) for block in (details or {}).get("energy_blocks") or ())
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return ()

@@ -4,7 +4,8 @@ itself under another interpreter or environment.
 One loop for the suite's and ``meddpm-bench``'s ``--compare-to``, ``--compare-python`` and ``--compare-env``: every
 combo's working-tree process medians (the first source, side A) against side B's (the second), judged by
 :func:`~meddpm.judge.verdict.judge_ab` with the case's tolerances (docs/statistics.md); the energy per iteration
-of each side's first process against the other's, where they measured it; each side's per-process peak memory,
+of each side's first process against the other's, where they measured it (side B's may be carried from the last good
+run, :class:`~meddpm.measure.campaign.result.CarriedEnergy`); each side's per-process peak memory,
 allocated and reserved, against the other's (:func:`~meddpm.judge.verdict.judge_memory_ab`); its counts against
 the revision's spread over its processes (:func:`~meddpm.judge.counts.judge_counts`); and where a verdict
 flags the case, the profiled iteration of each side's first process set against the other's
@@ -79,7 +80,7 @@ def ab_cases(
             named(time, names),
             tuple(named(v, names) for v in counts),
             rows,
-            None if energy is None else named(energy, names),
+            None if energy is None else named(energy, _energy_names(names, reference)),
             tuple(named(v, names) for v in memory),
         )
     return cases
@@ -95,6 +96,13 @@ def side_names(a: Source, b: Source) -> tuple[str, str]:
 def named(verdict: Verdict, names: tuple[str, str]) -> Verdict:
     """``verdict`` as an A/B verdict whose sides are called ``names``."""
     return replace(verdict, sides=names)
+
+
+def _energy_names(names: tuple[str, str], reference: ComboRuns) -> tuple[str, str]:
+    """The sides' names in an energy verdict: side B's says which earlier run measured its figure where it was carried
+    ("main as run #12 measured it")."""
+    source = reference.energy_source
+    return names if source is None else (names[0], f"{names[1]} as {source} measured it")
 
 
 def explanation(runs: ComboRuns, reference: ComboRuns) -> list[ExplainRow]:

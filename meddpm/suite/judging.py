@@ -110,15 +110,19 @@ class Judging:
         revision's, and what moved where one flags it. Against ``last_good``'s commit, also whether the code or
         the machine moved the case (:meth:`~meddpm.history.last_good.LastGood.attribution`)."""
         case = record.case
-        stored = self.baselines.load(case.arch)
-        tolerances = stored.tolerances_for if stored else lambda key: Tolerances()
-        judged = ab_cases(campaign, tolerances)[case.combo]
+        judged = ab_cases(campaign, lambda key: self.tolerances(case.arch, key))[case.combo]
         record.verdicts, record.explain = judged.verdicts, list(judged.explain)
         if last_good is not None:
             sides = campaign.sides() if isinstance(campaign, ProcessCampaign) else []
             now = (sides or [{}])[0].get("environment") or {}
-            record.attribution = last_good.attribution(str(case.key), judged.time, tolerances(case.key).time_rel, now)
+            time_rel = self.tolerances(case.arch, case.key).time_rel
+            record.attribution = last_good.attribution(str(case.key), judged.time, time_rel, now)
         return _settle(record)
+
+    def tolerances(self, arch: str, key: CaseKey) -> Tolerances:
+        """The tolerances of case ``key`` in ``arch``'s stored baseline, the defaults where it has none."""
+        stored = self.baselines.load(arch)
+        return stored.tolerances_for(key) if stored else Tolerances()
 
     def expectations(self, ratio: RatioCase) -> list[Expectation]:
         """The stored time expectations for ``ratio``'s combo and reference."""

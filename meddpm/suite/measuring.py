@@ -18,13 +18,15 @@ import pytest
 import torch
 
 from meddpm.errors import UserError
+from meddpm.judge.baseline import CaseKey, Tolerances
 from meddpm.measure.campaign.interleaved import Campaign
 from meddpm.measure.campaign.protocol import MeasuringCampaign, Progress
-from meddpm.measure.campaign.result import ComboResult
+from meddpm.measure.campaign.result import CarriedEnergy, ComboResult
 from meddpm.measure.campaign.sampling import SamplingResult, estimate_sampling, time_sampling
 from meddpm.measure.campaign.settings import CampaignSettings
 from meddpm.measure.campaign.time_split import TimeSplit
 from meddpm.measure.machine.compile_cache import activate, use_root
+from meddpm.measure.machine.environment import environment
 from meddpm.measure.machine.timing import synchronize
 from meddpm.measure.processes.campaign import ProcessCampaign
 from meddpm.measure.processes.ddp import DdpResult
@@ -48,10 +50,17 @@ def device_for(on_gpu: bool) -> torch.device:
 class Measuring:
     """A session's measurements: campaigns by (device, preset, batch), case records, DDP results, ncu profiles."""
 
-    def __init__(self, options: SuiteOptions, running_arch: str | None, write_line: Callable[[str], None]):
+    def __init__(
+        self,
+        options: SuiteOptions,
+        running_arch: str | None,
+        write_line: Callable[[str], None],
+        tolerances: Callable[[str, CaseKey], Tolerances] = lambda arch, key: Tolerances(),
+    ):
         self.options = options
         self.running_arch = running_arch  # None where no GPU is visible
         self.write_line = write_line
+        self.tolerances = tolerances  # a case's own, by architecture and case: its energy threshold, for carrying
         self.records: dict[str, CaseRecord] = {}  # by PerfCase.id
         self.ddp_results: list[DdpResult] = []
         self.ncu_profiles: dict[str, NcuProfile] = {}  # by PerfCase.id
@@ -195,7 +204,26 @@ class Measuring:
             processes=o.processes,
             sources=measured,
             until_detectable=o.until_detectable,
+            carried_energy=self._carried_energy(config.name, combos, batch_size, device, settings),
         )
+
+    def _carried_energy(
+        self, preset: str, combos: Sequence[str], batch_size: int, device: torch.device, settings: CampaignSettings
+    ) -> dict[str, CarriedEnergy]:
+        """Side B's energy by combo as the last good run measured it, for its first process not to measure it again
+        where side A's agrees (:meth:`~meddpm.measure.processes.campaign.ProcessCampaign.carries_energy`); none in an
+        A/B against another revision, where side B runs under another interpreter or variables, or where this
+        card or its software is not that run's (said in one line)."""
+        good = self.options.last_good
+        if good is None or self.options.other.given or not settings.energy or device.type != "cuda":
+            return {}
+        keys = {combo: CaseKey(preset, combo, batch_size) for combo in combos}
+        arch = self.running_arch or str(device)
+        thresholds = {str(key): self.tolerances(arch, key).energy_rel for key in keys.values()}
+        carried, differs = good.carried_energy(thresholds, environment(device))
+        if differs:
+            self.write_line(f"meddpm: side B measures its energy again: not on {good.describe()}'s machine ({differs})")
+        return {combo: carried[str(key)] for combo, key in keys.items() if str(key) in carried}
 
     def _progress(self, p: Progress) -> None:
         if p.phase == "process":

@@ -38,8 +38,8 @@ class SuiteRun:
         self.running_arch = running_arch  # None where no GPU is visible
         self.write_line = write_line
         self.plan = Plan(options, running_arch)
-        self.measuring = Measuring(options, running_arch, write_line)
         self.judging = Judging(StoredBaselines(options.baseline_dir))
+        self.measuring = Measuring(options, running_arch, write_line, self.judging.tolerances)
         self.save_message = ""
         self.summary_path: Path | None = None
 

@@ -10,11 +10,12 @@ energy block) and pairs rounds inside each run for the ratios between combos.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from meddpm.measure.energy.counter import ENERGY_METHOD, BlockEnergy, EnergyEstimate, WindowEnergy
+from meddpm.measure.energy.counter import ENERGY_METHOD, BlockEnergy, EnergyEstimate, WindowEnergy, resolution
 from meddpm.measure.machine.nvml import GpuState
 from meddpm.measure.profiling.iteration import ProfileRow
 from meddpm.measure.statistics.descriptive import Stats, median_rel_se
@@ -124,30 +125,9 @@ class ComboResult:
 
     @property
     def energy(self) -> EnergyEstimate | None:
-        """Energy per iteration over every block, its counter bound and its replicates (None if not measured).
-
-        The replicates are the blocks' figures where several processes measured, else the one
-        block's windows, both read with the counter interpolated where every window has that figure.
-        The plain counter's steps are the bound's share already; in the replicates' spread they would
-        count twice, and more the shorter the windows: neighbours share an edge, so a step one window
-        misses the next one gains (docs/energy.md, the table of quantities: "spread %").
-        """
-        blocks = [b for b in self.energy_blocks if b.iterations]
-        if not blocks:
-            return None
-        interpolated = all(w.interpolated_j is not None for b in blocks for w in b.windows)
-
-        def joules(w: WindowEnergy) -> float:
-            return w.interpolated_j if interpolated and w.interpolated_j is not None else w.counter_j
-
-        per_block = [sum(joules(w) for w in b.windows) / b.iterations for b in blocks]
-        windows = [joules(w) / w.iterations for w in blocks[0].windows]
-        return EnergyEstimate(
-            j_per_iter=sum(b.counter_j for b in blocks) / sum(b.iterations for b in blocks),
-            # The total's error is a sum of the blocks' errors, each under its bound x its energy.
-            quantisation=max(b.quantisation for b in blocks),
-            replicates=tuple(per_block if len(blocks) > 1 else windows),
-        )
+        """Energy per iteration over every block, its counter bound and its replicates (None if not measured):
+        :func:`energy_estimate` of the blocks."""
+        return energy_estimate(self.energy_blocks)
 
     @property
     def energy_j_per_iter(self) -> float | None:
@@ -257,6 +237,63 @@ class ComboResult:
         return d
 
 
+def energy_estimate(energy_blocks: Sequence[BlockEnergy]) -> EnergyEstimate | None:
+    """Energy per iteration over every block, its counter bound and its replicates (None if none ran an iteration).
+
+    The replicates are the blocks' figures where several processes measured, else the one
+    block's windows, both read with the counter interpolated where every window has that figure.
+    The plain counter's steps are the bound's share already; in the replicates' spread they would
+    count twice, and more the shorter the windows: neighbours share an edge, so a step one window
+    misses the next one gains (docs/energy.md, the table of quantities: "spread %").
+    """
+    blocks = [b for b in energy_blocks if b.iterations]
+    if not blocks:
+        return None
+    interpolated = all(w.interpolated_j is not None for b in blocks for w in b.windows)
+
+    def joules(w: WindowEnergy) -> float:
+        return w.interpolated_j if interpolated and w.interpolated_j is not None else w.counter_j
+
+    per_block = [sum(joules(w) for w in b.windows) / b.iterations for b in blocks]
+    windows = [joules(w) / w.iterations for w in blocks[0].windows]
+    return EnergyEstimate(
+        j_per_iter=sum(b.counter_j for b in blocks) / sum(b.iterations for b in blocks),
+        # The total's error is a sum of the blocks' errors, each under its bound x its energy.
+        quantisation=max(b.quantisation for b in blocks),
+        replicates=tuple(per_block if len(blocks) > 1 else windows),
+    )
+
+
+@dataclass(frozen=True)
+class CarriedEnergy:
+    """A combo's energy blocks as an earlier run measured the same code on this card (the last good night's side A),
+    for an A/B's side B to take instead of measuring them again.
+
+    Taken only where side A's own figure lies within half of ``threshold`` (the case's energy threshold) of it, at a
+    resolution under the threshold (:meth:`agrees`): a verdict on the carried figure then reads "unchanged", as one on
+    a figure measured again would unless this card's joules moved since by more than half the threshold
+    (docs/energy.md, "Side B's energy in a nightly").
+    """
+
+    blocks: tuple[BlockEnergy, ...]
+    source: str  # the run that measured it, as a verdict names it: "run #12"
+    threshold: float
+
+    @property
+    def estimate(self) -> EnergyEstimate | None:
+        """The carried blocks' energy per iteration (:func:`energy_estimate`)."""
+        return energy_estimate(self.blocks)
+
+    def agrees(self, measured: EnergyEstimate | None) -> bool:
+        """Whether ``measured`` (side A's) lies within half the threshold of the carried figure, at a resolution
+        under the threshold; never where either is missing."""
+        carried = self.estimate
+        if measured is None or carried is None or not carried.j_per_iter > 0:
+            return False
+        change = measured.j_per_iter / carried.j_per_iter - 1
+        return abs(change) <= self.threshold / 2 and resolution(measured, carried) < self.threshold
+
+
 @dataclass
 class ComboRuns:
     """One combo's runs from one source, one per measuring process, and the figures pooled over them.
@@ -268,6 +305,8 @@ class ComboRuns:
 
     runs: list[ComboResult] = field(default_factory=list)
     in_workers: bool = False
+    # Energy this run did not measure again but took from an earlier run of the same code (an A/B's side B).
+    carried_energy: CarriedEnergy | None = None
 
     @property
     def process_medians_ms(self) -> list[float]:
@@ -301,8 +340,15 @@ class ComboRuns:
 
     @property
     def energy_blocks(self) -> list[BlockEnergy]:
-        """Every run's energy blocks: one per process that measured energy."""
-        return [b for r in self.runs for b in r.energy_blocks]
+        """Every run's energy blocks, one per process that measured energy; where none did, the carried ones."""
+        measured = [b for r in self.runs for b in r.energy_blocks]
+        return measured or list(self.carried_energy.blocks if self.carried_energy else ())
+
+    @property
+    def energy_source(self) -> str | None:
+        """The earlier run whose energy blocks :attr:`energy_blocks` carries (None: measured here, or none)."""
+        carried = self.carried_energy is not None and not any(r.energy_blocks for r in self.runs)
+        return self.carried_energy.source if carried and self.carried_energy else None
 
     @property
     def gpu_states(self) -> list[GpuState]:

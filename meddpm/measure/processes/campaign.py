@@ -25,7 +25,7 @@ import torch
 
 from meddpm.errors import UserError
 from meddpm.measure.campaign.protocol import Progress, Source
-from meddpm.measure.campaign.result import ComboResult, ComboRuns
+from meddpm.measure.campaign.result import CarriedEnergy, ComboResult, ComboRuns
 from meddpm.measure.campaign.settings import CampaignSettings, worker_arguments
 from meddpm.measure.campaign.time_split import TimeSplit
 from meddpm.measure.energy.counter import BlockEnergy
@@ -132,6 +132,7 @@ class ProcessCampaign:
         timeout_s: float = 3600.0,
         until_detectable: float | None = None,
         alpha: float = 0.01,
+        carried_energy: Mapping[str, CarriedEnergy] | None = None,
     ):
         if processes < 1:
             raise UserError(f"the number of processes must be at least 1, got {processes}")
@@ -149,6 +150,9 @@ class ProcessCampaign:
         # on, once its A/B could flag a slowdown this small (at ``alpha``): the processes go where the noise is.
         self.until_detectable = until_detectable
         self.alpha = alpha
+        # Side B's energy by combo as an earlier run of its code measured it on this card (the last good night's):
+        # its first process measures none where side A's first agrees with every one (carries_energy).
+        self.carried_energy = dict(carried_energy or {})
         self._measured = {s.label: {c: ComboRuns(in_workers=True) for c in self.combos} for s in self.sources}
         self._environments: dict[str, dict] = {}  # by label: the environment its first worker reported
         self._started: set[str] = set()  # the labels of the sources whose first process has started
@@ -190,16 +194,19 @@ class ProcessCampaign:
                     self._next_source = turns[done + 1] if done + 1 < planned else None
                     measured = self.measurements(source)
                     first = source.label not in self._started
+                    carried = first and self.carries_energy(source, pending)
                     self._started.add(source.label)
                     started, sent = time.monotonic(), time.time()
                     try:
-                        results = self._run_worker(source, pending, first)
+                        results = self._run_worker(source, pending, self.worker_settings(first, carried))
                     except UserError as exc:
                         which = f"measuring process {done + 1}/{planned}, of {source.label},"
                         raise ProcessFailed(f"{which} failed: {exc}") from None
                     ended = time.time()
                     for result in results:
                         measured[result.combo].runs.append(result)
+                        if carried:
+                            measured[result.combo].carried_energy = self.carried_energy[result.combo]
                     wall_s = time.monotonic() - started
                     self.time_split.add_all(r.phase_s for r in results)
                     self.time_split.add("start-up", wall_s - sum(sum(r.phase_s.values()) for r in results))
@@ -209,12 +216,35 @@ class ProcessCampaign:
                     )
                     compiled = "".join(f"; {r.compile_line()}" for r in results if r.compile)
                     warmed = "".join(f"; {r.preheat_line()}" for r in results[:1] if r.preheat)
-                    detail = f"{medians} ({wall_s:.0f} s{warmed}{compiled}{outside_phases(results, sent, ended)})"
+                    energy = f"; {self._carried_line(pending)}" if carried else ""
+                    outside = outside_phases(results, sent, ended)
+                    detail = f"{medians} ({wall_s:.0f} s{warmed}{energy}{compiled}{outside})"
                     notify(Progress("process", source.label, done, planned, detail))
                 pending = [c for c in pending if not self.reached_detectable(c)]
                 if not pending:
                     break
         return self.results
+
+    def carries_energy(self, source: Source, combos: Sequence[str]) -> bool:
+        """Whether ``source``'s first process takes ``combos``' energy as carried instead of measuring it: only side B,
+        where the settings ask for energy, every combo's figure was carried and side A's first process measured one
+        that agrees with it (:meth:`~meddpm.measure.campaign.result.CarriedEnergy.agrees`). One combo that does not
+        agree and side B measures all, as it does without carried figures."""
+        if len(self.sources) != 2 or source != self.sources[1] or not self.settings.energy:
+            return False
+        side_a = self.measurements(self.sources[0])
+        return all(
+            c in self.carried_energy and side_a[c].runs and self.carried_energy[c].agrees(side_a[c].runs[0].energy)
+            for c in combos
+        )
+
+    def _carried_line(self, combos: Sequence[str]) -> str:
+        """ "energy as run #12 measured it (A's first process within 5.0 % of it)": what a process line says of a side
+        whose energy was carried."""
+        carried = [self.carried_energy[c] for c in combos]
+        halves = sorted({f"{e.threshold / 2:.1%}" for e in carried})
+        sources = sorted({e.source for e in carried})
+        return f"energy as {', '.join(sources)} measured it (A's first process within {', '.join(halves)} of it)"
 
     def detectable(self, combo: str) -> float:
         """The smallest slowdown of ``combo`` the A/B measured so far can flag (inf before two processes a side)."""
@@ -264,22 +294,22 @@ class ProcessCampaign:
         self._ahead = None if upcoming is None else StartedWorker(upcoming.workload, upcoming.python, upcoming.env)
         return worker
 
-    def worker_settings(self, first: bool) -> CampaignSettings:
+    def worker_settings(self, first: bool, carried: bool = False) -> CampaignSettings:
         """A worker's settings: energy in each source's first process only (where the settings ask for it), and the
         profiled iteration there too in an A/B, whose later processes would repeat its counts exactly
         (docs/explain.md); every process of a single source is profiled, for the spread a saved profile keeps. The
         run's first process (none has finished yet) warms the card up before its rounds: it alone starts on a card
-        that no process of this run has heated (docs/statistics.md)."""
+        that no process of this run has heated (docs/statistics.md). ``carried``: the process takes its energy as
+        carried (:meth:`carries_energy`) and measures none."""
         s = self.settings
         profile = s.profile and (first or len(self.sources) == 1)
         opening = not any(runs.runs for combos in self._measured.values() for runs in combos.values())
-        return dataclasses.replace(s, energy=s.energy and first, profile=profile, preheat=opening)
+        return dataclasses.replace(s, energy=s.energy and first and not carried, profile=profile, preheat=opening)
 
-    def _run_worker(self, source: Source, combos: Sequence[str], first: bool) -> list[ComboResult]:
+    def _run_worker(self, source: Source, combos: Sequence[str], settings: CampaignSettings) -> list[ComboResult]:
         worker = self._worker_for(source)
         with tempfile.TemporaryDirectory(prefix="meddpm-worker-") as tmp:
             out = Path(tmp) / "result.json"
-            settings = self.worker_settings(first)
             job = [
                 *("--preset", self.config.name, "--combos", ",".join(combos), "--device", str(self.device)),
                 *("--batch-size", str(self.batch_size), *worker_arguments(settings), "--out", str(out)),
