@@ -42,7 +42,7 @@ def campaign_of(tmp_path, processes: int, peaks: dict[str, list[int | None]], re
     )
     seen = {"work": 0, "HEAD": 0}
 
-    def worker(source: Source, combos: list[str], energy: bool) -> list[ComboResult]:
+    def worker(source: Source, combos: list[str], settings: CampaignSettings) -> list[ComboResult]:
         side = source.label[:4]
         i = seen[side]
         seen[side] += 1

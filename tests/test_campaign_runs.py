@@ -107,7 +107,7 @@ def two_source_campaign(tmp_path: Path, slower: dict[str, float]) -> ProcessCamp
     )
     started: list[Source] = []
 
-    def worker(source: Source, combos: list[str], energy: bool) -> list[ComboResult]:
+    def worker(source: Source, combos: list[str], settings: CampaignSettings) -> list[ComboResult]:
         started.append(source)
         ms = 100.0 * (1 + 0.001 * len(started))
         return [run_of(c, [ms * (slower.get(c, 1.0) if source is tree else 1.0)] * 3) for c in combos]
@@ -169,10 +169,10 @@ def test_an_interrupted_ab_keeps_the_processes_that_finished_and_empty_runs_for_
     campaign = two_source_campaign(tmp_path, {})
     planted = campaign._run_worker
 
-    def interrupted_in_the_second(source: Source, combos: list[str], energy: bool) -> list[ComboResult]:
+    def interrupted_in_the_second(source: Source, combos: list[str], settings: CampaignSettings) -> list[ComboResult]:
         if source is campaign.sources[1]:
             raise KeyboardInterrupt
-        return planted(source, combos, energy)
+        return planted(source, combos, settings)
 
     campaign._run_worker = interrupted_in_the_second  # type: ignore[method-assign]
     with pytest.raises(KeyboardInterrupt):

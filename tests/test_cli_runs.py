@@ -389,7 +389,7 @@ def test_a_run_interrupted_in_sample_keeps_the_training_results_marked_partial(
 def test_a_process_campaign_interrupted_keeps_the_processes_that_finished(tmp_path, capsys, monkeypatch):
     started = []
 
-    def worker(self, source, combos, energy):
+    def worker(self, source, combos, settings):
         started.append(source)
         if len(started) == 2:  # Ctrl-C while the second of three processes measures
             raise KeyboardInterrupt

@@ -208,7 +208,7 @@ def ab_campaign(tmp_path: Path, planted: set[str]) -> ProcessCampaign:
     )  # fmt: skip
     done: list[Source] = []
 
-    def worker(source: Source, combos: list[str], energy: bool) -> list[ComboResult]:
+    def worker(source: Source, combos: list[str], settings: CampaignSettings) -> list[ComboResult]:
         done.append(source)
         ms = [100.0 * (1 + 0.0001 * len(done))] * 3  # time unchanged
         extra = [PLANTED] if source is tree else []

@@ -16,6 +16,7 @@ from meddpm.history.last_good import LastGood, last_good
 from meddpm.history.results import run_description
 from meddpm.history.simulation import simulate, simulated_documents
 from meddpm.history.store import HistoryStore
+from meddpm.measure.energy.counter import ENERGY_METHOD
 
 STEP_NIGHT = 20  # opt1 (column 1) is 5 % slower from this night on: an open regression
 NIGHTS = 24
@@ -143,13 +144,14 @@ def test_a_night_whose_own_verdicts_failed_a_case_is_not_good(tmp_path):
     assert last_good(str(db), "a100", "suite").commit == sha(NIGHTS - 2)
 
 
-def _with_energy(documents, uuid: str = "GPU-1"):
-    """The nights with their card's UUID and a block of 50 J over 10 iterations for opt1."""
+def _with_energy(documents, uuid: str = "GPU-1", method: str = ENERGY_METHOD):
+    """The nights with their card's UUID and a block of 50 J over 10 iterations for opt1, measured by ``method``."""
     for document in documents:
         document["environment"]["gpu_uuid"] = uuid
         for case in document["cases"]:
             if case["combo"] == "opt1":
                 case["energy_blocks"] = [dataclasses.asdict(block(50.0))]
+                case["energy_method"] = method
     return documents
 
 
@@ -167,6 +169,10 @@ def test_the_last_good_runs_energy_is_carried_to_side_b_on_its_own_card_alone(tm
     assert energy.estimate is not None and energy.estimate.j_per_iter == pytest.approx(5.0)
     assert good.carried_energy(thresholds, {**here, "gpu_uuid": "GPU-2"}) == ({}, "card GPU-1 -> GPU-2")
     assert good.carried_energy(thresholds, {**here, "driver": "590.10"}) == ({}, "driver 580.95 -> 590.10")
+    assert good.carried_energy(thresholds, {**here, "gpu_uuid": "GPU-2", "torch": "2.12.0"}) == (
+        {},
+        "card GPU-1 -> GPU-2, torch 2.11.0 -> 2.12.0",
+    )
 
 
 def test_a_run_that_recorded_no_card_or_unreadable_blocks_carries_no_energy(tmp_path):
@@ -182,3 +188,5 @@ def test_a_run_that_recorded_no_card_or_unreadable_blocks_carries_no_energy(tmp_
             case["energy_blocks"] = [{"windows": "not a list of windows"}] if case["combo"] == "opt1" else []
     plant(tmp_path / "b.sqlite", documents)
     assert last_good(str(tmp_path / "b.sqlite"), "a100", "suite").energy_blocks == {}
+    plant(tmp_path / "c.sqlite", _with_energy(nightly(step=False), method="counter-window/0"))  # another method's
+    assert last_good(str(tmp_path / "c.sqlite"), "a100", "suite").energy_blocks == {}

@@ -55,7 +55,7 @@ pytest_plugins = ["meddpm.suite.plugin"]
 _started = []
 
 
-def _run_worker(self, source, combos, energy):
+def _run_worker(self, source, combos, settings):
     _started.append(source)
     if len(_started) == 2:
         raise KeyboardInterrupt

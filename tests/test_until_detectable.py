@@ -167,23 +167,36 @@ def test_a_target_needs_two_sides(tmp_path):
         )
 
 
-def test_the_summary_lists_each_sides_energy_verdict(tmp_path):
-    campaign, _ = campaign_of(tmp_path, processes=2, until=None, joules={"work": 60.0, "HEAD": 50.0})
+@pytest.mark.parametrize(
+    "carried_energy, joules_b, measured_by",
+    [(None, 50.0, "its first process"), ({"baseline": 50.0, "fast": 50.0}, 10.0, "run #7")],
+)
+def test_the_summary_lists_each_sides_energy_verdict_and_where_side_bs_came_from(
+    tmp_path, carried_energy, joules_b, measured_by
+):
+    campaign, _ = campaign_of(tmp_path, processes=2, until=None, joules={"work": 52.0, "HEAD": joules_b})
+    campaign.carried_energy = {c: carried(j) for c, j in (carried_energy or {}).items()}
     campaign.run()
     runs = campaign.measurements()["baseline"]
     case = PerfCase("h200", "tiny", "baseline", 1)
     record = CaseRecord(case, runs.pooled, process_medians_ms=runs.process_medians_ms)
     Judging(StoredBaselines(tmp_path)).judge_against_revision(record, campaign)  # no baseline file: defaults
     payload = record.payload()
-    assert payload["energy_verdict"]["outcome"] == "regression" and payload["energy_verdict"]["baseline"] == 5.0
+    figures = payload["energy_verdict"]
+    assert (figures["outcome"], figures["baseline"], figures["now"]) == ("unchanged", 5.0, 5.2)
+    assert figures["reference_source"] == (None if carried_energy is None else "run #7")
+    assert payload["energy_j_per_iter"] == 5.2  # side A's own, never a carried figure
     environment = {"gpu_name": "H200", "torch": "2", "cuda": "12", "cudnn": "9", "commit": "c", "date": "d"}
     sides = campaign.sides()
     summary = markdown_summary(
         {"arch": "h200", "environment": environment, "cases": [payload], "ratios": {}, "expectations": [],
          "sides": sides}
     )  # fmt: skip
-    table = summary[summary.index("Energy verdicts (reference: side B's first process):") :]
-    assert "| tiny/baseline/b1 |          5 |          6 |         20 |" in table, table  # B, then A
+    table = summary[summary.index("Energy verdicts (reference: side B's, as the column says):") :]
+    row = next(line for line in table.splitlines() if line.startswith("| tiny/baseline/b1 |"))
+    assert [cell.strip() for cell in row.split("|")[1:-1]] == [
+        "tiny/baseline/b1", "5", "5.2", "4", "2", "10", "unchanged", measured_by,
+    ]  # fmt: skip
 
 
 def carried(joules: float, threshold: float = 0.10) -> CarriedEnergy:
@@ -272,3 +285,40 @@ def test_the_suite_carries_the_last_good_runs_energy_on_its_card_to_a_plain_side
     )
     assert measuring._carried_energy("tiny", ["baseline"], 1, torch.device("cpu"), settings) == {}
     assert measuring._carried_energy("tiny", ["baseline"], 1, gpu, CampaignSettings(energy=False)) == {}
+
+
+@pytest.mark.parametrize(
+    "joules_a, carried_energy, why",
+    [
+        (None, {"baseline": 50.0, "fast": 50.0}, "baseline: side A measured none"),
+        (56.0, {"baseline": 50.0, "fast": 50.0}, "baseline: side A read +12.0% of run #7's, beyond 5.0%"),
+        (50.5, {"baseline": 50.0}, "fast: none was carried"),
+    ],
+)
+def test_a_side_b_that_measures_its_energy_again_says_why(tmp_path, joules_a, carried_energy, why):
+    campaign, asked = campaign_of(tmp_path, processes=2, until=None, joules={"work": joules_a or 0.0, "HEAD": 40.0})
+    if joules_a is None:  # side A's first process measured no energy (NVML without a counter, say)
+        planted = campaign._run_worker
+        campaign._run_worker = lambda source, combos, settings: [  # type: ignore[method-assign]
+            dataclasses.replace(r, energy_blocks=[] if source is campaign.sources[0] else r.energy_blocks)
+            for r in planted(source, combos, settings)
+        ]
+    campaign.carried_energy = {c: carried(j) for c, j in carried_energy.items()}
+    lines = []
+    campaign.run(lambda p: lines.append(p.detail))
+    assert [energy for _, _, energy in asked] == [True, True, False, False]
+    assert f"; energy measured again ({why})" in lines[1]
+
+
+def test_with_one_process_a_side_b_carries_and_side_a_keeps_its_own(tmp_path):
+    campaign, asked = campaign_of(tmp_path, processes=1, until=None, joules={"work": 50.5, "HEAD": 40.0})
+    campaign.carried_energy = {"baseline": carried(50.0), "fast": carried(50.0)}
+    campaign.run()
+    assert [energy for _, _, energy in asked] == [True, False]
+    tree, rev = campaign.sources
+    a, b = campaign.measurements(tree)["baseline"], campaign.measurements(rev)["baseline"]
+    assert a.carried_energy is None and a.energy_source is None and a.energy is not None
+    assert a.energy.j_per_iter == pytest.approx(5.05)
+    assert b.energy_blocks == [] and b.energy_source == "run #7" and b.energy is not None
+    assert b.energy.j_per_iter == pytest.approx(5.0)  # the carried figure, though no block was measured
+    assert b.pooled.energy is None  # a pooled result holds what its runs measured, never a carried block

@@ -76,6 +76,7 @@ def _fake_ab_campaign(candidate: list[float], reference: list[float]) -> SimpleN
                 run_counts=[],
                 profile_rows=(),
                 energy_blocks=[],
+                energy_source=None,
                 process_peaks=lambda kind: [],
             )
         },

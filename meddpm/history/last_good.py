@@ -26,7 +26,7 @@ from meddpm.history.store import DEFAULT_DB, HistoryLocked, HistoryStore, resolv
 from meddpm.judge.drift import Attribution, attribute, environment_differences
 from meddpm.judge.verdict import Verdict
 from meddpm.measure.campaign.result import CarriedEnergy
-from meddpm.measure.energy.counter import BlockEnergy
+from meddpm.measure.energy.counter import ENERGY_METHOD, BlockEnergy
 from meddpm.measure.processes.revision import checkout_root, resolve_revision
 
 _SHA = re.compile(r"[0-9a-f]{7,40}")
@@ -237,9 +237,13 @@ def _last_good(run: Run, processes: int | None) -> LastGood:
 
 
 def _energy_blocks(details: Mapping[str, Any] | None) -> tuple[BlockEnergy, ...]:
-    """A stored case's energy blocks; none where it kept none, or where they do not read back as blocks (a row of
-    another writer), so that such a case's side B measures its energy again."""
+    """A stored case's energy blocks; none where it kept none, where another method measured them (its
+    ``energy_method``, which this harness's counter windows would not match), or where they do not read back as
+    blocks (a row of another writer), so that such a case's side B measures its energy again."""
+    details = details or {}
+    if details.get("energy_method") != ENERGY_METHOD:
+        return ()
     try:
-        return tuple(BlockEnergy.from_dict(block) for block in (details or {}).get("energy_blocks") or ())
+        return tuple(BlockEnergy.from_dict(block) for block in details.get("energy_blocks") or ())
     except (KeyError, TypeError, ValueError, AttributeError):
         return ()

@@ -23,7 +23,6 @@ from meddpm.judge.explain import ExplainRow, explain, flagged, memory_rows
 from meddpm.judge.verdict import MEMORY_METRICS, Verdict, judge_ab, judge_energy_change, judge_memory_ab
 from meddpm.measure.campaign.protocol import MeasuringCampaign, Source
 from meddpm.measure.campaign.result import ComboRuns
-from meddpm.measure.energy.counter import EnergyEstimate
 
 
 @dataclass(frozen=True)
@@ -66,8 +65,10 @@ def ab_cases(
         tol = tolerances(key)
         time = judge_ab(subject, runs.process_medians_ms, reference.process_medians_ms, tol)
         energy = None
-        if runs.energy_blocks or reference.energy_blocks:  # each side's first process measured it
-            energy = judge_energy_change(subject, _pooled_energy(runs), _pooled_energy(reference), tol.energy_rel)
+        # Each side's first process measured it, or side B carried it from the last good run.
+        if runs.energy_blocks or reference.energy_blocks or reference.energy_source:
+            energy = judge_energy_change(subject, runs.energy, reference.energy, tol.energy_rel)
+            energy = replace(energy, reference_source=reference.energy_source)
         memory = tuple(
             judge_memory_ab(subject, metric, runs.process_peaks(kind), reference.process_peaks(kind), tol)
             for metric, kind in MEMORY_METRICS.items()
@@ -80,7 +81,7 @@ def ab_cases(
             named(time, names),
             tuple(named(v, names) for v in counts),
             rows,
-            None if energy is None else named(energy, _energy_names(names, reference)),
+            None if energy is None else named(energy, names),
             tuple(named(v, names) for v in memory),
         )
     return cases
@@ -98,22 +99,11 @@ def named(verdict: Verdict, names: tuple[str, str]) -> Verdict:
     return replace(verdict, sides=names)
 
 
-def _energy_names(names: tuple[str, str], reference: ComboRuns) -> tuple[str, str]:
-    """The sides' names in an energy verdict: side B's says which earlier run measured its figure where it was carried
-    ("main as run #12 measured it")."""
-    source = reference.energy_source
-    return names if source is None else (names[0], f"{names[1]} as {source} measured it")
-
-
 def explanation(runs: ComboRuns, reference: ComboRuns) -> list[ExplainRow]:
     """What moved from side B's processes to side A's: the rows by module type, group and name, then the bytes each
     module type's forward left allocated (docs/explain.md)."""
     rows = explain(runs.run_profiles, reference.run_profiles)
     return rows + memory_rows(runs.run_module_bytes, reference.run_module_bytes)
-
-
-def _pooled_energy(runs: ComboRuns) -> EnergyEstimate | None:
-    return runs.pooled.energy if runs.runs else None
 
 
 def ab_verdicts(

@@ -70,6 +70,9 @@ class Verdict:
     # An A/B verdict: the short names of side A (``now``) and side B (``baseline``), defined once per run
     # (:func:`meddpm.measure.processes.sides.legend`); None against a stored baseline.
     sides: tuple[str, str] | None = None
+    # The earlier run whose figure ``baseline`` is, where an A/B's side B took it rather than measuring it ("run #7":
+    # a nightly's energy, meddpm.measure.campaign.result.CarriedEnergy); None where side B measured it.
+    reference_source: str | None = None
 
     @property
     def detectable(self) -> float | None:
@@ -101,6 +104,7 @@ class Verdict:
             "change": self.change,
             "threshold": self.tolerance,
             "resolution": self.resolution,
+            "reference_source": self.reference_source,
         }
 
     def message(self) -> str:
@@ -120,7 +124,8 @@ class Verdict:
         if self.outcome == "cannot judge":
             return f"{self.subject}: cannot judge {self.metric}: measured {self.now}, not a finite number"
         if self.sides is not None:
-            return self._ab_message(*self.sides)
+            a, b = self.sides
+            return self._ab_message(a, f"{b} as {self.reference_source} measured it" if self.reference_source else b)
         if self.outcome == "not measured":
             return f"{self.subject} {self.metric} not measured (baseline {self.baseline}, now {self.now})"
         values = f"baseline {self.baseline:.4g} {self.unit}, now {self.now:.4g} {self.unit}"

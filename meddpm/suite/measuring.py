@@ -214,11 +214,10 @@ class Measuring:
         where side A's agrees (:meth:`~meddpm.measure.processes.campaign.ProcessCampaign.carries_energy`); none in an
         A/B against another revision, where side B runs under another interpreter or variables, or where this
         card or its software is not that run's (said in one line)."""
-        good = self.options.last_good
-        if good is None or self.options.other.given or not settings.energy or device.type != "cuda":
+        good, arch = self.options.last_good, self.running_arch
+        if good is None or arch is None or self.options.other.given or not settings.energy or device.type != "cuda":
             return {}
         keys = {combo: CaseKey(preset, combo, batch_size) for combo in combos}
-        arch = self.running_arch or str(device)
         thresholds = {str(key): self.tolerances(arch, key).energy_rel for key in keys.values()}
         carried, differs = good.carried_energy(thresholds, environment(device))
         if differs:

@@ -162,12 +162,14 @@ def markdown_summary(results: dict[str, Any]) -> str:
             "resolution %": None if e["resolution"] is None else round(100 * e["resolution"], 1),
             "threshold %": round(100 * e["threshold"], 1),
             "outcome": e["outcome"],
+            # Side B's figure came from its first process, or from the last good run (docs/energy.md).
+            **({"B measured by": e.get("reference_source") or "its first process"} if ab else {}),
         }
         for c in results["cases"]
         if (e := c.get("energy_verdict"))
     ]
     if energy:
-        against = "side B's first process" if ab else "the stored baseline"
+        against = "side B's, as the column says" if ab else "the stored baseline"
         lines += [f"Energy verdicts (reference: {against}):", "", pd.DataFrame(energy).to_markdown(index=False), ""]
     memory = [
         {

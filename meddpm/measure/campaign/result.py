@@ -287,11 +287,22 @@ class CarriedEnergy:
     def agrees(self, measured: EnergyEstimate | None) -> bool:
         """Whether ``measured`` (side A's) lies within half the threshold of the carried figure, at a resolution
         under the threshold; never where either is missing."""
+        return not self.disagreement(measured)
+
+    def disagreement(self, measured: EnergyEstimate | None) -> str:
+        """Why ``measured`` (side A's) does not agree with the carried figure, in words; empty where it agrees."""
         carried = self.estimate
-        if measured is None or carried is None or not carried.j_per_iter > 0:
-            return False
+        if carried is None or not carried.j_per_iter > 0:
+            return f"{self.source} kept no energy per iteration"
+        if measured is None:
+            return "side A measured none"
         change = measured.j_per_iter / carried.j_per_iter - 1
-        return abs(change) <= self.threshold / 2 and resolution(measured, carried) < self.threshold
+        if abs(change) > self.threshold / 2:
+            return f"side A read {change:+.1%} of {self.source}'s, beyond {self.threshold / 2:.1%}"
+        res = resolution(measured, carried)
+        if not res < self.threshold:
+            return f"their resolution {res:.1%} is not under the threshold {self.threshold:.0%}"
+        return ""
 
 
 @dataclass
@@ -340,15 +351,21 @@ class ComboRuns:
 
     @property
     def energy_blocks(self) -> list[BlockEnergy]:
-        """Every run's energy blocks, one per process that measured energy; where none did, the carried ones."""
-        measured = [b for r in self.runs for b in r.energy_blocks]
-        return measured or list(self.carried_energy.blocks if self.carried_energy else ())
+        """Every run's energy blocks: one per process that measured energy (never the carried ones)."""
+        return [b for r in self.runs for b in r.energy_blocks]
+
+    @property
+    def energy(self) -> EnergyEstimate | None:
+        """Energy per iteration of the measured blocks; where no run measured any, of the carried ones (None: none)."""
+        measured = self.energy_blocks
+        if measured or self.carried_energy is None:
+            return energy_estimate(measured)
+        return self.carried_energy.estimate
 
     @property
     def energy_source(self) -> str | None:
-        """The earlier run whose energy blocks :attr:`energy_blocks` carries (None: measured here, or none)."""
-        carried = self.carried_energy is not None and not any(r.energy_blocks for r in self.runs)
-        return self.carried_energy.source if carried and self.carried_energy else None
+        """The earlier run whose figure :attr:`energy` is, where it was carried (None: measured here, or none)."""
+        return self.carried_energy.source if self.carried_energy and not self.energy_blocks else None
 
     @property
     def gpu_states(self) -> list[GpuState]:

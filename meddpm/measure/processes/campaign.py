@@ -178,8 +178,9 @@ class ProcessCampaign:
         (:class:`~meddpm.measure.processes.launch.StartedWorker`): the GPU still runs one process at a time.
 
         Each source's first process also measures energy, where the settings ask for it: one block a combo
-        (about 12 s), not one a process, which would push a nightly run past 10 minutes; in an A/B it alone
-        profiles an iteration of each combo (:meth:`worker_settings`). With
+        (about 12 s), not one a process, which would push a nightly run past 10 minutes; side B's takes the carried
+        figures instead where side A's agree with them (:meth:`carries_energy`). In an A/B the first process of each
+        side alone profiles an iteration of each combo (:meth:`worker_settings`). With
         ``until_detectable``, later processes measure only the combos that have not reached it.
         Interrupted (Ctrl-C, SIGTERM or SIGHUP), the running worker is killed and the measurements keep the
         processes that finished, for the caller to write as a partial run; so they do when a worker fails
@@ -216,7 +217,7 @@ class ProcessCampaign:
                     )
                     compiled = "".join(f"; {r.compile_line()}" for r in results if r.compile)
                     warmed = "".join(f"; {r.preheat_line()}" for r in results[:1] if r.preheat)
-                    energy = f"; {self._carried_line(pending)}" if carried else ""
+                    energy = f"; {self._carried_line(pending)}" if first and self._may_carry(source) else ""
                     outside = outside_phases(results, sent, ended)
                     detail = f"{medians} ({wall_s:.0f} s{warmed}{energy}{compiled}{outside})"
                     notify(Progress("process", source.label, done, planned, detail))
@@ -227,20 +228,36 @@ class ProcessCampaign:
 
     def carries_energy(self, source: Source, combos: Sequence[str]) -> bool:
         """Whether ``source``'s first process takes ``combos``' energy as carried instead of measuring it: only side B,
-        where the settings ask for energy, every combo's figure was carried and side A's first process measured one
-        that agrees with it (:meth:`~meddpm.measure.campaign.result.CarriedEnergy.agrees`). One combo that does not
-        agree and side B measures all, as it does without carried figures."""
-        if len(self.sources) != 2 or source != self.sources[1] or not self.settings.energy:
-            return False
+        where the settings ask for energy and every combo's carried figure agrees with what side A's first process
+        measured (:meth:`energy_disagreement`). One combo that does not, and side B measures all, as it does without
+        carried figures."""
+        return self._may_carry(source) and not self.energy_disagreement(combos)
+
+    def _may_carry(self, source: Source) -> bool:
+        """Whether ``source`` is side B of an A/B that measures energy and was given carried figures."""
+        carries = len(self.sources) == 2 and source == self.sources[1]
+        return carries and self.settings.energy and bool(self.carried_energy)
+
+    def energy_disagreement(self, combos: Sequence[str]) -> str:
+        """Why side B's first process measures its energy again though figures were carried, for the first combo that
+        does not agree ("fast: side A read +6.2% of run #7's, beyond 5.0%"); empty where every combo agrees
+        (:meth:`~meddpm.measure.campaign.result.CarriedEnergy.disagreement`)."""
         side_a = self.measurements(self.sources[0])
-        return all(
-            c in self.carried_energy and side_a[c].runs and self.carried_energy[c].agrees(side_a[c].runs[0].energy)
-            for c in combos
-        )
+        for combo in combos:
+            carried = self.carried_energy.get(combo)
+            measured = side_a[combo].runs[0].energy if side_a[combo].runs else None
+            why = "none was carried" if carried is None else carried.disagreement(measured)
+            if why:
+                return f"{combo}: {why}"
+        return ""
 
     def _carried_line(self, combos: Sequence[str]) -> str:
-        """ "energy as run #12 measured it (A's first process within 5.0 % of it)": what a process line says of a side
-        whose energy was carried."""
+        """What a process line says of side B's energy where figures were carried: "energy as run #12 measured it
+        (A's first process within 5.0% of it)", or "energy measured again (fast: side A read +6.2% of run #12's,
+        beyond 5.0%)"."""
+        why = self.energy_disagreement(combos)
+        if why:
+            return f"energy measured again ({why})"
         carried = [self.carried_energy[c] for c in combos]
         halves = sorted({f"{e.threshold / 2:.1%}" for e in carried})
         sources = sorted({e.source for e in carried})
