@@ -7,7 +7,10 @@ DEST gets this tree's package, suite and baselines (meddpm/, perf_tests/, baseli
 pyproject.toml) committed as ``c00`` on branch ``main``, then ``c01`` .. ``c04``: notes, comments, and at ``c03``
 ``fast``'s first convolution back to cuDNN (``input_conv_by_taps`` off; 3.5 % slower on an H200 in
 docs/measurements/2026-11-26-issue42-bisect). PLANT_AT and LAST in the environment move the plant and the last
-commit (a longer night: LAST=8 PLANT_AT=5).
+commit (a longer night: LAST=8 PLANT_AT=5). PLANT_PASSES=K plants a smaller slowdown instead: K extra passes over a
+256 MiB GPU buffer each training step (../2026-11-23-ab/plant.py; a pass measured 0.1317 ms on an H200 and 0.1833 ms
+on an H100 in ../2026-11-24-fast-ab, so K=5 is about 1.4 % of `fast`'s 46-48 ms on an H200 and K=4 about 1.5 % of its
+50 ms on an H100; not yet run as a night's plant).
 """
 
 import os
@@ -18,6 +21,7 @@ from pathlib import Path
 
 TREE = Path(__file__).resolve().parents[3]
 PLANT_AT, LAST = int(os.environ.get("PLANT_AT", 3)), int(os.environ.get("LAST", 4))
+PLANT_PASSES = int(os.environ.get("PLANT_PASSES", 0))  # 0: the cuDNN convolution instead
 
 
 def git(dest: Path, *args: str) -> None:
@@ -46,7 +50,11 @@ def main() -> None:
     commit(dest, 0, "the tree as measured")
     combos = dest / "meddpm" / "run" / "combos.py"
     for n in range(1, LAST + 1):
-        if n == PLANT_AT:
+        if n == PLANT_AT and PLANT_PASSES:
+            plant = TREE / "docs" / "measurements" / "2026-11-23-ab" / "plant.py"
+            subprocess.run([sys.executable, str(plant), str(PLANT_PASSES)], cwd=dest, check=True, capture_output=True)
+            commit(dest, n, f"train: {PLANT_PASSES} more passes over a buffer each step")
+        elif n == PLANT_AT:
             text = combos.read_text()
             assert text.count("input_conv_by_taps=True,") == 1
             combos.write_text(text.replace("input_conv_by_taps=True,", "input_conv_by_taps=False,"))
