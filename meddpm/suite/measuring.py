@@ -211,9 +211,9 @@ class Measuring:
         self, preset: str, combos: Sequence[str], batch_size: int, device: torch.device, settings: CampaignSettings
     ) -> dict[str, CarriedEnergy]:
         """Side B's energy by combo as the last good run measured it, for its first process not to measure it again
-        where side A's agrees (:meth:`~meddpm.measure.processes.campaign.ProcessCampaign.carries_energy`); none in an
-        A/B against another revision, where side B runs under another interpreter or variables, or where this
-        card or its software is not that run's (said in one line)."""
+        where side A's agrees (:meth:`~meddpm.measure.processes.campaign.ProcessCampaign.energy_disagreement`);
+        none in an A/B against another revision, where side B runs under another interpreter or variables, or where
+        this card or its software is not that run's (said in one line)."""
         good, arch = self.options.last_good, self.running_arch
         if good is None or arch is None or self.options.other.given or not settings.energy or device.type != "cuda":
             return {}

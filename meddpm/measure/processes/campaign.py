@@ -151,7 +151,7 @@ class ProcessCampaign:
         self.until_detectable = until_detectable
         self.alpha = alpha
         # Side B's energy by combo as an earlier run of its code measured it on this card (the last good night's):
-        # its first process measures none where side A's first agrees with every one (carries_energy).
+        # its first process measures none where side A's first agrees with every one (energy_disagreement).
         self.carried_energy = dict(carried_energy or {})
         self._measured = {s.label: {c: ComboRuns(in_workers=True) for c in self.combos} for s in self.sources}
         self._environments: dict[str, dict] = {}  # by label: the environment its first worker reported
@@ -179,8 +179,8 @@ class ProcessCampaign:
 
         Each source's first process also measures energy, where the settings ask for it: one block a combo
         (about 12 s), not one a process, which would push a nightly run past 10 minutes; side B's takes the carried
-        figures instead where side A's agree with them (:meth:`carries_energy`). In an A/B the first process of each
-        side alone profiles an iteration of each combo (:meth:`worker_settings`). With
+        figures instead where side A's agree with them (:meth:`energy_disagreement`). In an A/B the first process of
+        each side alone profiles an iteration of each combo (:meth:`worker_settings`). With
         ``until_detectable``, later processes measure only the combos that have not reached it.
         Interrupted (Ctrl-C, SIGTERM or SIGHUP), the running worker is killed and the measurements keep the
         processes that finished, for the caller to write as a partial run; so they do when a worker fails
@@ -195,7 +195,10 @@ class ProcessCampaign:
                     self._next_source = turns[done + 1] if done + 1 < planned else None
                     measured = self.measurements(source)
                     first = source.label not in self._started
-                    carried = first and self.carries_energy(source, pending)
+                    # Side B's first process with carried figures: decided once, before it runs (side A's first ran).
+                    may_carry = first and self._may_carry(source)
+                    disagreement = self.energy_disagreement(pending) if may_carry else ""
+                    carried = may_carry and not disagreement
                     self._started.add(source.label)
                     started, sent = time.monotonic(), time.time()
                     try:
@@ -217,7 +220,7 @@ class ProcessCampaign:
                     )
                     compiled = "".join(f"; {r.compile_line()}" for r in results if r.compile)
                     warmed = "".join(f"; {r.preheat_line()}" for r in results[:1] if r.preheat)
-                    energy = f"; {self._carried_line(pending)}" if first and self._may_carry(source) else ""
+                    energy = f"; {self._carried_line(pending, disagreement)}" if may_carry else ""
                     outside = outside_phases(results, sent, ended)
                     detail = f"{medians} ({wall_s:.0f} s{warmed}{energy}{compiled}{outside})"
                     notify(Progress("process", source.label, done, planned, detail))
@@ -226,13 +229,6 @@ class ProcessCampaign:
                     break
         return self.results
 
-    def carries_energy(self, source: Source, combos: Sequence[str]) -> bool:
-        """Whether ``source``'s first process takes ``combos``' energy as carried instead of measuring it: only side B,
-        where the settings ask for energy and every combo's carried figure agrees with what side A's first process
-        measured (:meth:`energy_disagreement`). One combo that does not, and side B measures all, as it does without
-        carried figures."""
-        return self._may_carry(source) and not self.energy_disagreement(combos)
-
     def _may_carry(self, source: Source) -> bool:
         """Whether ``source`` is side B of an A/B that measures energy and was given carried figures."""
         carries = len(self.sources) == 2 and source == self.sources[1]
@@ -240,8 +236,10 @@ class ProcessCampaign:
 
     def energy_disagreement(self, combos: Sequence[str]) -> str:
         """Why side B's first process measures its energy again though figures were carried, for the first combo that
-        does not agree ("fast: side A read +6.2% of run #7's, beyond 5.0%"); empty where every combo agrees
-        (:meth:`~meddpm.measure.campaign.result.CarriedEnergy.disagreement`)."""
+        does not agree ("fast: side A read +6.2% of run #7's, beyond 5.0%"); empty where every combo agrees, and
+        side B's first process then takes the carried figures instead of measuring (one combo that does not, and it
+        measures all, as it does without carried figures;
+        :meth:`~meddpm.measure.campaign.result.CarriedEnergy.disagreement`)."""
         side_a = self.measurements(self.sources[0])
         for combo in combos:
             carried = self.carried_energy.get(combo)
@@ -251,13 +249,12 @@ class ProcessCampaign:
                 return f"{combo}: {why}"
         return ""
 
-    def _carried_line(self, combos: Sequence[str]) -> str:
+    def _carried_line(self, combos: Sequence[str], disagreement: str) -> str:
         """What a process line says of side B's energy where figures were carried: "energy as run #12 measured it
-        (A's first process within 5.0% of it)", or "energy measured again (fast: side A read +6.2% of run #12's,
-        beyond 5.0%)"."""
-        why = self.energy_disagreement(combos)
-        if why:
-            return f"energy measured again ({why})"
+        (A's first process within 5.0% of it)", or with the ``disagreement`` (:meth:`energy_disagreement`) "energy
+        measured again (fast: side A read +6.2% of run #12's, beyond 5.0%)"."""
+        if disagreement:
+            return f"energy measured again ({disagreement})"
         carried = [self.carried_energy[c] for c in combos]
         halves = sorted({f"{e.threshold / 2:.1%}" for e in carried})
         sources = sorted({e.source for e in carried})
@@ -317,7 +314,7 @@ class ProcessCampaign:
         (docs/explain.md); every process of a single source is profiled, for the spread a saved profile keeps. The
         run's first process (none has finished yet) warms the card up before its rounds: it alone starts on a card
         that no process of this run has heated (docs/statistics.md). ``carried``: the process takes its energy as
-        carried (:meth:`carries_energy`) and measures none."""
+        carried (:meth:`energy_disagreement`) and measures none."""
         s = self.settings
         profile = s.profile and (first or len(self.sources) == 1)
         opening = not any(runs.runs for combos in self._measured.values() for runs in combos.values())
