@@ -9,6 +9,10 @@
 #                history (MEDDPM_HISTORY): the last good run (GOOD_LIMIT, default 200 s)
 #   night        the nightly's command at c01: pytest perf_tests -m <arch> --compare-to=last-good --perf-processes=3
 #                --perf-until-detectable=0.01 (NIGHT_LIMIT, default 420 s)
+#   ready        one process of `fast` alone (python -m meddpm --combos fast --iters 10, not into the history), each
+#                line stamped with its seconds (../2026-11-28-issue51-workers/stamp.py), under py-spy (100 Hz, idle
+#                frames kept, not pausing the process) into OUT/ready.speedscope.json: where a process spends the
+#                seconds before its first timed round (READY_LIMIT, default 90 s)
 # Logs, results and summaries under /tmp/carried (kept between calls on a warm machine), packed into
 # OUT/carried.tar.gz after every stage, with the card's state and the machine's uptime before each stage; each
 # stage's log is also written into OUT as it runs (the logged call was cut short by the device's time during the
@@ -18,6 +22,7 @@ OUT=$1
 shift
 export MEDDPM_COMPILE_CACHE=/tmp/meddpm-compile MEDDPM_HISTORY=/tmp/carried-history.sqlite PYTHONUNBUFFERED=1
 logs=/tmp/carried
+repo=$PWD
 mkdir -p "$logs"
 card() {
   nvidia-smi --query-gpu=name,uuid,driver_version,power.limit,clocks.sm,clocks.max.sm,temperature.gpu \
@@ -53,6 +58,11 @@ for stage in "$@"; do
           timed good "${GOOD_LIMIT:-200}" -k test_training_step
           git -C /tmp/night checkout -q main ;;
     night) timed night "${NIGHT_LIMIT:-420}" --compare-to=last-good --perf-processes=3 --perf-until-detectable=0.01 ;;
+    ready) (cd /tmp/night && env -u MEDDPM_HISTORY timeout "${READY_LIMIT:-90}" \
+             python3 "$repo/docs/measurements/2026-11-28-issue51-workers/stamp.py" /tmp/site/bin/py-spy record \
+             --nonblocking --idle --rate 100 --format speedscope -o "$OUT/ready.speedscope.json" -- \
+             python3 -m meddpm --combos fast --iters 10) > "$logs/ready.log" 2>&1
+           cp "$logs/ready.log" "$OUT/" ;;
     *) echo "unknown stage $stage" ;;
   esac
   tar -czf "$OUT/carried.tar.gz" -C "$logs" .  # after every stage: a call cut short keeps what it had
