@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -172,6 +173,16 @@ def test_the_suite_process_keeps_its_bytecode_in_the_cache_where_writing_it_is_o
     monkeypatch.setattr(sys, "pycache_prefix", None)
     monkeypatch.setenv(compile_cache.ROOT_VARIABLE, "off")
     assert keep_own_bytecode() is None and sys.dont_write_bytecode
+
+
+def test_the_bench_keeps_its_bytecode_in_the_cache_before_it_imports_torch(tmp_path):
+    """Every bench entry point imports meddpm.bench first: by then the prefix is set and torch is not yet imported,
+    so torch's own bytecode goes to (and comes from) the cache too."""
+    script = "import sys, meddpm.bench; print(sys.pycache_prefix); print('torch' in sys.modules)"
+    env = {**os.environ, compile_cache.ROOT_VARIABLE: str(tmp_path), "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop("PYTHONPYCACHEPREFIX", None)
+    shown = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+    assert shown.stdout.split() == [str(tmp_path.resolve() / "pycache"), "False"]
 
 
 @pytest.mark.parametrize(

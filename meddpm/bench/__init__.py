@@ -5,3 +5,13 @@ after the timed rounds (:mod:`~meddpm.bench.extras`), the RAM check of a CPU run
 the suite, the reports and the history: it may import the verdict rules, the reports, the history and
 everything below (measure, run, model, data, the plumbing); nothing imports it but ``python -m meddpm``.
 """
+
+from meddpm.measure.machine.cache_root import keep_own_bytecode
+from meddpm.measure.machine.read_ahead import read_stack_ahead
+
+# Every way into this room (meddpm-bench, python -m meddpm, python -m meddpm.bench.alarm) imports this package before
+# any of its modules imports torch, so here a process keeps its bytecode in the compile cache, as the suite's
+# conftest.py does and the workers do, and starts reading the GPU stack ahead: without it a `fast` process spent
+# half its start compiling torch's sources to bytecode where the image forbids writing it (docs/ci.md).
+keep_own_bytecode()
+read_stack_ahead()

@@ -44,7 +44,7 @@ from meddpm.measure.campaign.settings import (
     offered,
 )
 from meddpm.measure.campaign.time_split import TimeSplit
-from meddpm.measure.machine import compile_cache, read_ahead
+from meddpm.measure.machine import compile_cache
 from meddpm.measure.machine.environment import environment
 from meddpm.measure.processes.campaign import ProcessCampaign, ProcessFailed, signals_as_interrupt
 from meddpm.model.config import PRESETS
@@ -428,7 +428,6 @@ def _measure(campaign: Campaign, combos: Sequence[str], settings: CampaignSettin
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Console entry point: user errors print one line and exit with status 2; SIGTERM stops it as Ctrl-C does."""
-    read_ahead.read_stack_ahead()  # for this process's first convolution and compile, and the workers it starts
     with signals_as_interrupt():
         return run_command(PROG, lambda: run(argv))
 
