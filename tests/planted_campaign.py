@@ -1,10 +1,10 @@
 """A bisection's measuring replaced by planted process medians per commit, and its clock by a planted one.
 
 :class:`PlantedCampaign` stands in for the process campaign: each process of a commit reads the
-median planted for it (with a jitter of 0.02 % that differs between processes), so a walk's
-culprit is known and no timing of this machine enters. :func:`plant` installs it in
-:mod:`meddpm.bench.bisect` with a first-parent line of fake commits and a clock that each A/B run
-moves on by :attr:`PlantedCampaign.run_seconds`, for budgets.
+median planted for it (with a jitter of 0.02 % that differs between processes), and the first process of each
+side the counts planted for it, if any, so a walk's culprit is known and no timing of this machine enters.
+:func:`plant` installs it in :mod:`meddpm.bench.bisect` and :mod:`meddpm.bench.walk` with a first-parent line of
+fake commits and a clock that each run of processes moves on by :attr:`PlantedCampaign.run_seconds`, for budgets.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import types
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from meddpm.bench import bisect
+from meddpm.bench import bisect, walk
 from meddpm.judge.bisection import Commit
 from meddpm.measure.campaign.protocol import Source
 from meddpm.measure.campaign.time_split import TimeSplit
@@ -41,6 +41,7 @@ class PlantedCampaign:
     """A process campaign whose processes read the time planted for each commit (slower from the culprit on)."""
 
     medians: dict[str, float] = {}
+    counts: dict[str, dict[str, int]] = {}  # by sha: the counts of its profiled iteration (none: nothing profiled)
     runs: list[int] = []
     undrivable: dict[str, str] = {}  # by sha: why this harness cannot drive the commit
     noisy: set[str] = set()  # the commits whose processes read half or twice their time, in turn
@@ -48,7 +49,7 @@ class PlantedCampaign:
     run_seconds = 0.0  # what each run of processes moves it on by
     interrupt_at: int | None = None  # the run (counted from 0) that Ctrl-C stops
 
-    def __init__(self, config, combos, device, *, batch_size, settings, processes, sources):
+    def __init__(self, config, combos, device, *, batch_size, settings, processes, sources, preheat=True):
         self.combo, self.processes, self.sources = combos[0], processes, sources
         self._measured = {s.label: _Runs() for s in sources}
         self.time_split = TimeSplit()
@@ -64,7 +65,10 @@ class PlantedCampaign:
                 jitter = 1 + 0.0002 * ((i * 7 + len(self._measured[source.label].process_medians_ms)) % 5 - 2)
                 if source.commit in self.noisy:
                     jitter *= (0.5, 2.0)[len(self._measured[source.label].process_medians_ms) % 2]
-                self._measured[source.label].process_medians_ms.append(self.medians[source.commit] * jitter)
+                runs = self._measured[source.label]
+                runs.process_medians_ms.append(self.medians[source.commit] * jitter)
+                if not runs.run_counts and source.commit in self.counts:  # each side's first process is profiled
+                    runs.run_counts.append(dict(self.counts[source.commit]))
 
     def measurements(self, source):
         return {self.combo: self._measured[source.label]}
@@ -88,11 +92,12 @@ def plant(monkeypatch, tmp_path: Path, medians: dict[str, float]) -> None:
             raise Undrivable(f"--bisect: {sha[:9]} {PlantedCampaign.undrivable[sha]}", PlantedCampaign.undrivable[sha])
         yield Source(sha[:9], tmp_path, sha)
 
-    monkeypatch.setattr(bisect, "revision", revision)
-    monkeypatch.setattr(bisect, "ProcessCampaign", PlantedCampaign)
+    monkeypatch.setattr(walk, "revision", revision)
+    monkeypatch.setattr(walk, "ProcessCampaign", PlantedCampaign)
     monkeypatch.setattr(bisect, "environment", lambda device: {"device": "planted"})
-    monkeypatch.setattr(bisect, "time", types.SimpleNamespace(monotonic=lambda: PlantedCampaign.now))
+    monkeypatch.setattr(walk, "time", types.SimpleNamespace(monotonic=lambda: PlantedCampaign.now))
     PlantedCampaign.medians = dict(medians)
+    PlantedCampaign.counts = {}
     PlantedCampaign.runs = []
     PlantedCampaign.undrivable = {}
     PlantedCampaign.noisy = set()

@@ -17,9 +17,18 @@ import pytest
 from planted_campaign import COMMITS, GOOD, PlantedCampaign, plant
 from planted_repo import git, make_repo, set_clock
 
-from meddpm.bench import bisect
+from meddpm.bench import bisect, walk
 from meddpm.errors import UserError
-from meddpm.judge.bisection import Commit, Search, decided_side, side_of, slowdown_between_ends
+from meddpm.judge.bisection import (
+    Commit,
+    MeasuredEnds,
+    Search,
+    counts_moved,
+    decided_side,
+    side_by_counts,
+    side_of,
+    slowdown_between_ends,
+)
 from meddpm.measure.campaign.settings import CampaignSettings
 from meddpm.measure.processes.revision import Undrivable, resolve_revision, revisions_root
 from meddpm.measure.statistics.compare import compare_processes
@@ -63,8 +72,8 @@ def planted(monkeypatch, tmp_path):
     return tmp_path
 
 
-def _job(processes: int = 3) -> bisect.Bisection:
-    return bisect.Bisection(ModelConfig.preset("tiny"), "opt1", "cpu", 1, CampaignSettings(), processes)
+def _job(processes: int = 3) -> walk.Bisection:
+    return walk.Bisection(ModelConfig.preset("tiny"), "opt1", "cpu", 1, CampaignSettings(), processes)
 
 
 def test_the_walk_names_the_planted_culprit_with_its_ratio_against_its_parent(planted):
@@ -96,7 +105,7 @@ def test_an_ambiguous_step_gets_more_processes_before_it_decides(planted):
     bisect.run_bisect(_job(), "c0..c16", planted / "b.json", lines.append)
     assert any("straddles the cut" in line and "3+3 more processes" in line for line in lines), lines
     step = json.loads((planted / "b.json").read_text())["bisect"]["steps"][1]
-    assert step["extended"] == bisect.EXTENSIONS and step["processes"] == [9, 9]
+    assert step["extended"] == walk.EXTENSIONS and step["processes"] == [9, 9]
 
 
 def test_a_budget_decides_an_ambiguous_step_on_its_ratio_and_stops_before_a_run_it_cannot_fit(planted):
@@ -105,7 +114,7 @@ def test_a_budget_decides_an_ambiguous_step_on_its_ratio_and_stops_before_a_run_
     PlantedCampaign.medians[COMMITS[7].sha] = 101.0
     PlantedCampaign.run_seconds = 100.0
     lines: list[str] = []
-    status = bisect.run_bisect(_job(), "c0..c16", planted / "b.json", lines.append, bisect.Budget(250.0))
+    status = bisect.run_bisect(_job(), "c0..c16", planted / "b.json", lines.append, walk.Budget(250.0))
     assert status == bisect.BUDGET_SPENT and PlantedCampaign.runs == [3, 3]
     assert any("straddles the cut" in line and "no budget left for more processes" in line for line in lines), lines
     assert lines[-1].startswith("budget: 200 s of 250 s spent, and an A/B run takes about 100 s: stopped"), lines
@@ -166,10 +175,73 @@ def test_ends_too_noisy_to_tell_get_more_processes_before_the_range_is_refused(p
     lines: list[str] = []
     with pytest.raises(UserError, match=r"is not slower than .* p [\d.e-]+, 9\+9 processes\); nothing to bisect"):
         bisect.run_bisect(_job(), "c0..c16", planted / "b.json", lines.append)
-    assert PlantedCampaign.runs == [3] * (1 + bisect.EXTENSIONS)
+    assert PlantedCampaign.runs == [3] * (1 + walk.EXTENSIONS)
     assert any(
         "the ends: ratio" in line and "too wide to tell whether it is slower yet; 3+3 more" in line for line in lines
     ), lines
+
+
+BEFORE = {"launches": 1099, "launches.elementwise": 374, "bytes_allocated": 512}
+AFTER = {"launches": 1105, "launches.elementwise": 379, "bytes_allocated": 268_435_968}
+
+
+def _counts_from(first: int) -> dict[str, dict[str, int]]:
+    """Counts planted per commit: BEFORE up to COMMITS[first - 1] (and the good end), AFTER from COMMITS[first] on."""
+    return {GOOD.sha: BEFORE, **{c.sha: AFTER if i >= first else BEFORE for i, c in enumerate(COMMITS)}}
+
+
+def test_counts_place_a_commit_where_they_are_like_one_end_and_not_the_other():
+    assert counts_moved([AFTER], [BEFORE]) and not counts_moved([BEFORE], [BEFORE]) and not counts_moved([], [BEFORE])
+    assert side_by_counts([AFTER], [BEFORE], [AFTER]) == "bad" and side_by_counts([BEFORE], [BEFORE], [AFTER]) == "good"
+    # A tensor more again, or no counts at all: neither end's alone.
+    assert side_by_counts([{**AFTER, "bytes_allocated": 10**9}], [BEFORE], [AFTER]) is None
+    assert side_by_counts([], [BEFORE], [AFTER]) is None
+    # Bytes allocated within the gate's slack of an end are that end's (cuDNN's workspaces move them a little).
+    assert side_by_counts([{**BEFORE, "bytes_allocated": 512}], [BEFORE], [AFTER]) == "good"
+
+
+def test_where_the_ends_counts_differ_each_halving_is_one_profiled_process(planted):
+    # The slowdown at c11 also moved the counts: four halvings of one process each, then c11 against its parent.
+    PlantedCampaign.counts = _counts_from(10)
+    lines: list[str] = []
+    assert bisect.run_bisect(_job(), "c0..c16", planted / "b.json", lines.append) == 0
+    assert PlantedCampaign.runs == [3, 1, 1, 1, 1, 3]
+    assert any(line.startswith("the ends' counts differ") for line in lines), lines
+    assert any(line.startswith(f"step 2: {COMMITS[7]}: counts like the good end's") for line in lines), lines
+    culprit = next(line for line in lines if line.startswith("culprit: "))
+    assert culprit.startswith(f"culprit: {COMMITS[10]} ratio 1.02") and "4 placed by their counts" in culprit, culprit
+    section = json.loads((planted / "b.json").read_text())["bisect"]
+    assert [c["side"] for c in section["counted"]] == ["good", "bad", "good", "bad"]
+    assert section["counted"][0]["counts"] == [BEFORE] and section["culprit"]["parent"] == COMMITS[9].sha
+
+
+def test_counts_that_moved_elsewhere_than_the_slowdown_send_the_walk_back_to_timing(planted):
+    # The counts moved at c5, which is no slower: its own A/B against c4 says so, and the range is bisected by time.
+    PlantedCampaign.counts = _counts_from(4)
+    lines: list[str] = []
+    assert bisect.run_bisect(_job(), "c0..c16", planted / "b.json", lines.append) == 0
+    assert any(f"the counts moved at {COMMITS[4]}, which is not significantly slower" in line for line in lines), lines
+    culprit = next(line for line in lines if line.startswith("culprit: "))
+    assert culprit.startswith(f"culprit: {COMMITS[10]} ratio 1.02"), culprit
+    section = json.loads((planted / "b.json").read_text())["bisect"]
+    assert section["culprit"]["commit"] == COMMITS[10].sha and len(section["counted"]) == 4
+
+
+def test_a_commit_whose_counts_are_like_neither_end_is_timed(planted):
+    PlantedCampaign.counts = {**_counts_from(10), COMMITS[7].sha: {**BEFORE, "launches": 2000}}
+    lines: list[str] = []
+    assert bisect.run_bisect(_job(), "c0..c16", planted / "b.json", lines.append) == 0
+    assert any(f"{COMMITS[7]}: counts like neither end's alone; timed" in line for line in lines), lines
+    assert PlantedCampaign.runs[:3] == [3, 1, 3]  # the ends, c8's counts, then c8 against the good end
+    assert next(line for line in lines if line.startswith("culprit: ")).startswith(f"culprit: {COMMITS[10]} ")
+
+
+def test_ends_given_by_the_night_bring_the_bad_ends_counts_and_the_good_end_gets_one_process(planted):
+    PlantedCampaign.counts = _counts_from(10)
+    ends = MeasuredEnds((102.0, 102.1, 101.9), (100.0, 100.1, 99.9), candidate_counts=(AFTER,))
+    lines: list[str] = []
+    assert bisect.run_bisect(_job(), "c0..c16", planted / "b.json", lines.append, ends=ends) == 0
+    assert PlantedCampaign.runs == [1, 1, 1, 1, 1, 3]  # the good end's counts, four halvings, the culprit's own
 
 
 def test_subjects_reach_the_terminal_with_control_characters_escaped(planted):

@@ -112,6 +112,16 @@ def test_the_runs_first_process_alone_warms_the_card(tmp_path):
     assert " s; card warmed 34 -> 52 °C in 27 s" in lines[0] and "warmed" not in "".join(lines[1:])
 
 
+@pytest.mark.parametrize("preheat", [True, False])
+def test_a_run_whose_rounds_judge_nothing_does_not_warm_the_card(tmp_path, preheat):
+    ab, _ = campaign_of(tmp_path, processes=1, until=None)
+    counts = ProcessCampaign(
+        ModelConfig.preset("tiny"), ["baseline"], torch.device("cpu"), batch_size=1, settings=CampaignSettings(),
+        processes=1, sources=ab.sources[:1], preheat=preheat,
+    )  # fmt: skip
+    assert counts.worker_settings(True).preheat is preheat  # a bisection's counts process asks for none
+
+
 def test_without_a_target_every_combo_runs_in_every_process(tmp_path):
     campaign, asked = campaign_of(tmp_path, processes=3, until=None)
     campaign.run()

@@ -1,9 +1,11 @@
 """The ``meddpm-bench`` command: its options and the run (:mod:`~meddpm.bench.cli`), its runs in
 worker processes and A/B against a revision (:mod:`~meddpm.bench.processes`), the extra measurements
-after the timed rounds (:mod:`~meddpm.bench.extras`), the RAM check of a CPU run
+after the timed rounds (:mod:`~meddpm.bench.extras`), the bisection (:mod:`~meddpm.bench.bisect`, measured by
+:mod:`~meddpm.bench.walk`) and the nightly's alarm (:mod:`~meddpm.bench.alarm`), the RAM check of a CPU run
 (:mod:`~meddpm.bench.host_ram`) and its report lines on stdout (:mod:`~meddpm.bench.output`). A top room beside
 the suite, the reports and the history: it may import the verdict rules, the reports, the history and
-everything below (measure, run, model, data, the plumbing); nothing imports it but ``python -m meddpm``.
+everything below (measure, run, model, data, the plumbing); nothing imports it: it is run (``meddpm-bench``,
+``python -m meddpm``, ``python -m meddpm.bench.alarm``).
 """
 
 from meddpm.measure.machine.cache_root import keep_own_bytecode

@@ -31,6 +31,7 @@ import torch
 from meddpm.atomic import write_json_atomic, write_text_atomic
 from meddpm.bench import bisect
 from meddpm.bench.cli import resolve_device
+from meddpm.bench.walk import Bisection, Budget
 from meddpm.errors import UserError, printable, run_command
 from meddpm.judge.bisection import MeasuredEnds
 from meddpm.measure.campaign import inputs
@@ -90,7 +91,8 @@ def _night_ends(case: dict[str, Any]) -> MeasuredEnds | None:
     a, b = comparison.get("candidate_ms") or [], comparison.get("reference_ms") or []
     if min(len(a), len(b)) < 2:  # a results file from before they were kept: the ends are measured again
         return None
-    return MeasuredEnds(tuple(a), tuple(b), tuple(case.get("explain") or ()))
+    counts = (case["counts"],) if case.get("counts") else ()  # side A's first process's, the night's commit's
+    return MeasuredEnds(tuple(a), tuple(b), tuple(case.get("explain") or ()), candidate_counts=counts)
 
 
 def unexplained(ends: dict[str, Any], culprit: dict[str, Any]) -> dict[str, Any]:
@@ -135,7 +137,7 @@ class CaseAlarm:
 class Alarm:
     """The bisections of one night's flagged cases, under one budget."""
 
-    def __init__(self, out: Path, settings: Any, processes: int, budget: bisect.Budget, max_culprits: int):
+    def __init__(self, out: Path, settings: Any, processes: int, budget: Budget, max_culprits: int):
         self.out = out
         self.settings = settings
         self.processes = processes
@@ -146,7 +148,7 @@ class Alarm:
 
     def bisect_case(self, case: Flagged, device: torch.device, say: Callable[[str], None]) -> CaseAlarm:
         """Bisect ``case``'s range, then each remainder the culprit leaves unexplained, within the budget."""
-        job = bisect.Bisection(
+        job = Bisection(
             ModelConfig.preset(case.preset), case.combo, device, case.batch_size, self.settings, self.processes
         )
         found = CaseAlarm(case, [], [], [])
@@ -191,7 +193,7 @@ class Alarm:
         return found
 
 
-def summary_section(cases: Sequence[CaseAlarm], budget: bisect.Budget, interrupted: bool = False) -> str:
+def summary_section(cases: Sequence[CaseAlarm], budget: Budget, interrupted: bool = False) -> str:
     """The summary's section: per case each culprit, what moved, what it leaves unexplained, and what is left."""
     lines = ["## The alarm, bisected in this job", ""]
     if interrupted:
@@ -298,7 +300,7 @@ def _parser() -> argparse.ArgumentParser:
 def run(argv: Sequence[str] | None = None, say: Callable[[str], None] = print) -> int:
     """Bisect the flagged cases of ``results_dir``'s results.json; 0 once done (culprits or not), 130 interrupted."""
     args = _parser().parse_args(argv)
-    budget = bisect.Budget(args.bisect_budget)
+    budget = Budget(args.bisect_budget)
     if not args.bisect_budget > 0:
         raise UserError(f"--bisect-budget must be a number of seconds above 0, not {args.bisect_budget}")
     check_count("--max-culprits", args.max_culprits, 1)

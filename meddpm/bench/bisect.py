@@ -1,93 +1,44 @@
 """``meddpm-bench --bisect GOOD..BAD``: the commit that made a combo slower, found by halving the range.
 
-Every step is an A/B run: the commit's workload and the good end's, each driven by this tree's
-harness in alternating fresh processes (:class:`~meddpm.measure.processes.campaign.ProcessCampaign`),
-judged with the suite's statistics; :mod:`meddpm.judge.bisection` decides. The ends are measured
-first, and a range whose bad end is not slower is refused. Workers share Inductor's and Triton's
-on-disk caches, so a commit whose compiled graphs match an earlier step's loads them instead of
-compiling again.
+The ends are measured against each other first (or taken from the night's A/B), and a range whose bad end is not
+slower is refused. Each halving is then an A/B run of the commit against the good end, judged with the suite's
+statistics, or, where the ends' counts differ, one profiled process of the commit whose counts place it; the culprit
+is timed against its parent in the end. :mod:`meddpm.judge.bisection` decides; :mod:`meddpm.bench.walk` measures.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import math
-import sys
-import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
 
 from meddpm.atomic import write_json_atomic
+from meddpm.bench.walk import EXTENSIONS, Bisection, Budget, Walk
 from meddpm.errors import UserError
-from meddpm.judge.ab import explanation
-from meddpm.judge.baseline import Tolerances
 from meddpm.judge.bisection import (
     Commit,
     MeasuredEnds,
     Search,
-    Side,
     Step,
-    decided_side,
-    ends_undecided,
+    counts_moved,
     report,
     run_seconds,
-    side_of,
     significantly_slower,
     slowdown_between_ends,
 )
 from meddpm.measure.campaign import inputs
-from meddpm.measure.campaign.protocol import Progress, Source
 from meddpm.measure.campaign.settings import CampaignSettings
-from meddpm.measure.campaign.time_split import TimeSplit
 from meddpm.measure.machine.environment import environment, git_output
-from meddpm.measure.processes.campaign import ProcessCampaign
-from meddpm.measure.processes.revision import Undrivable, resolve_revision, revision, revisions_root
-from meddpm.measure.statistics.compare import Comparison, compare_processes
+from meddpm.measure.processes.revision import Undrivable, resolve_revision, revisions_root
 from meddpm.model.config import ModelConfig
 from meddpm.report.explanation import explanation_lines
 
 SCHEMA = "meddpm-bisect/1"
 PROCESSES = 3  # a side per step unless --processes says otherwise
-EXTENSIONS = 2  # an ambiguous step gets this many rounds of as many processes again, then decides on its ratio
 BUDGET_SPENT = 3  # run_bisect's exit status when its budget stopped it before a culprit
-
-
-@dataclass(frozen=True)
-class Bisection:
-    """What one bisection measures: a combo of a preset on a device, with the campaign's settings."""
-
-    config: ModelConfig
-    combo: str
-    device: torch.device
-    batch_size: int
-    settings: CampaignSettings
-    processes: int
-    alpha: float = Tolerances().alpha
-
-
-@dataclass
-class Budget:
-    """Seconds a bisection (or several in turn) may take, counted from this object's creation.
-
-    What an A/B run costs is known only once the ends are measured: every later run of the walk is
-    as long as one round of the ends', so a run is started only where that much is left.
-    """
-
-    seconds: float
-    # Looked up at each call, so that a test's planted clock (this module's ``time`` replaced) counts too.
-    started: float = field(default_factory=lambda: time.monotonic())
-
-    @property
-    def spent(self) -> float:
-        return time.monotonic() - self.started
-
-    def fits(self, cost: float) -> bool:
-        """Whether a run of ``cost`` seconds ends within the budget."""
-        return self.spent + cost <= self.seconds
 
 
 def parse_range(text: str) -> tuple[str, str]:
@@ -123,118 +74,6 @@ def plan_line(good: Commit, bad: Commit, count: int, processes: int) -> str:
     )
 
 
-class Walk:
-    """A bisection under way: the extracted workloads, the steps measured, the commits skipped, and where the JSON
-    goes."""
-
-    def __init__(
-        self, job: Bisection, root: Path, json_path: Path, say: Callable[[str], None], budget: Budget | None = None
-    ):
-        self.job = job
-        self.budget = budget
-        self.root = root
-        self.json_path = json_path
-        self.say = say
-        self.steps: list[Step] = []
-        self.skipped: list[tuple[Commit, str]] = []  # commits this harness cannot drive, and why
-        self.started = time.monotonic()
-        self.time_split = TimeSplit()  # where the walk's time went: checkouts, then every step's processes
-        self._sources: dict[str, Source] = {}
-        self._stack = contextlib.ExitStack()
-
-    @property
-    def wall_s(self) -> float:
-        """Seconds since the walk began."""
-        return time.monotonic() - self.started
-
-    def __enter__(self) -> Walk:
-        self._stack.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stack.__exit__(*exc)
-
-    def source(self, commit: Commit, end: bool) -> Source:
-        """``commit``'s workload, extracted once and kept until the walk ends; :class:`Undrivable` where this harness
-        cannot drive it, which for an ``end`` also names the first later commit it drives."""
-        if commit.sha not in self._sources:
-            with self.time_split.timed("start-up"):
-                source = revision(commit.sha, self.root, "--bisect", reach=end)
-                self._sources[commit.sha] = self._stack.enter_context(source)
-        return self._sources[commit.sha]
-
-    def measure(self, commit: Commit, against: Commit, cut: float | None, label: str) -> Step:
-        """``commit`` against ``against`` in alternating processes; a step that cannot tell yet gets more: the ends
-        (no cut) when their interval is too wide to say whether ``commit`` is slower, a halving when its interval
-        straddles the cut."""
-        job = self.job
-        campaign = ProcessCampaign(
-            job.config,
-            [job.combo],
-            job.device,
-            batch_size=job.batch_size,
-            settings=replace(job.settings, energy=False),  # a bisection judges time only
-            processes=job.processes,
-            sources=[self.source(commit, cut is None), self.source(against, True)],
-        )
-        started = time.monotonic()
-        extended = 0
-        try:
-            while True:
-                campaign.run(self._progress(label))
-                comparison = self._comparison(campaign)
-                undecided = self._undecided(comparison, cut)
-                if undecided is None or extended == EXTENSIONS:
-                    break
-                round_s = (time.monotonic() - started) / (extended + 1)
-                if self.budget is not None and not self.budget.fits(round_s):
-                    self.say(f"  {label}: {undecided}; no budget left for more processes, deciding on its ratio")
-                    break
-                extended += 1
-                self.say(f"  {label}: {undecided}; {job.processes}+{job.processes} more processes")
-        finally:
-            self.time_split.add_all(campaign.time_split.seconds)
-        side: Side = "bad" if cut is None else decided_side(comparison, cut)
-        candidate, reference = (campaign.measurements(s)[job.combo] for s in campaign.sources)
-        rows = tuple(r.as_dict() for r in explanation(candidate, reference))
-        counts = (candidate.run_counts, reference.run_counts)
-        step = Step(commit, against, comparison, side, time.monotonic() - started, extended, rows, counts)
-        self.steps.append(step)
-        return step
-
-    def given_ends(self, bad: Commit, good: Commit, ends: MeasuredEnds) -> Step | None:
-        """The ends' step from their measurement ``ends``; None where it does not show ``bad`` significantly slower at
-        this bisection's alpha (they are then measured anew)."""
-        c = compare_processes(list(ends.candidate_ms), list(ends.reference_ms), alpha=self.job.alpha)
-        if not significantly_slower(c, self.job.alpha):
-            return None
-        step = Step(bad, good, c, "bad", 0.0, explain=ends.explain, measured_by=ends.measured_by)
-        self.steps.append(step)
-        return step
-
-    def _undecided(self, comparison: Comparison, cut: float | None) -> str | None:
-        """Why a step cannot decide yet, or None where it can."""
-        c = comparison
-        interval = f"[{c.ci_low:.4f}, {c.ci_high:.4f}]"
-        if cut is None:
-            if ends_undecided(c, self.job.alpha, Tolerances().time_rel):
-                return f"ratio {c.ratio:.4f} {interval} p {c.p_slower:.2g} is too wide to tell whether it is slower yet"
-            return None
-        return f"interval {interval} straddles the cut {cut:.4f}" if side_of(c, cut) == "ambiguous" else None
-
-    def _comparison(self, campaign: ProcessCampaign) -> Comparison:
-        candidate, reference = campaign.sources
-        a = campaign.measurements(candidate)[self.job.combo].process_medians_ms
-        b = campaign.measurements(reference)[self.job.combo].process_medians_ms
-        return compare_processes(a, b, alpha=self.job.alpha)
-
-    def _progress(self, label: str) -> Callable[[Progress], None]:
-        def log(p: Progress) -> None:
-            print(f"  {label}: process {p.done}/{p.total} ({p.combo}) {p.detail}", file=sys.stderr, flush=True)
-
-        return log
-
-
 def run_bisect(
     job: Bisection,
     range_text: str,
@@ -265,26 +104,18 @@ def run_bisect(
             left = _left(first.seconds, runs) if first.seconds else f"{runs} A/B runs at most"
             say(f"{_step_line(1, first, cut)}; {left}")
             known: dict[str, Step] = {bad.sha: first}
-            while not search.done:
-                _check_budget(budget, job, good, search, walk)
-                commit = search.next()
-                label = f"step {len(walk.steps) + len(walk.skipped) + 1}"
-                try:
-                    step = walk.measure(commit, good, cut, label)
-                except Undrivable as exc:
-                    search.skip(commit)
-                    walk.skipped.append((commit, exc.reason))
-                    say(f"{label}: {commit} skipped: it {exc.reason}; culprit in {_range(search)}")
-                    continue
-                search.record(commit, step.side)
-                known[commit.sha] = step
-                say(_step_line(len(walk.steps), step, cut) + f"; culprit in {_range(search)}")
+            guide = _ends_counts(walk, first, good, bad)
+            _halve(walk, search, good, cut, known, guide)
+            own = _own_step(walk, search, good, known)
+            if guide and not significantly_slower(own.comparison, job.alpha):
+                say(
+                    f"the counts moved at {search.culprit}, which is not significantly slower than its parent: the "
+                    "range is bisected again by time"
+                )
+                search = Search(commits, skipped=set(search.skipped))
+                _halve(walk, search, good, cut, known, None)
+                own = _own_step(walk, search, good, known)
             culprit, parent = search.culprit, search.parent_of_culprit(good)
-            if parent != good:
-                _check_budget(budget, job, good, search, walk)
-            # Against its parent the question is only whether it is slower at all: an interval straddling 1
-            # gets more processes, as a halving's straddling its cut does.
-            own = known[culprit.sha] if parent == good else walk.measure(culprit, parent, 1.0, "the culprit")
             if own is not walk.steps[-1]:
                 walk.steps.append(own)  # the culprit's own comparison is the report's last step
         except KeyboardInterrupt:
@@ -301,7 +132,9 @@ def run_bisect(
     if own.side != "bad":
         say(f"note: {culprit} is not clearly slower than {base}; the slowdown may be spread over several commits")
     figures = f"ratio {c.ratio:.4f} [{c.ci_low:.4f}, {c.ci_high:.4f}] p {c.p_slower:.2g}"
-    cost = f"{sum(s.seconds for s in walk.steps):.0f} s of measuring, {len(walk.steps)} A/B runs"
+    seconds = sum(s.seconds for s in walk.steps) + sum(c.seconds for c in walk.counted)
+    placed = f", {len(walk.counted)} placed by their counts" if walk.counted else ""
+    cost = f"{seconds:.0f} s of measuring, {len(walk.steps)} A/B runs{placed}"
     if len(suspects) > 1:
         unknown = ", ".join(str(commit) for commit in suspects[:-1])
         say(
@@ -353,6 +186,66 @@ def from_options(
     return run_bisect(job, args.bisect, json_path, say)
 
 
+def _ends_counts(walk: Walk, first: Step, good: Commit, bad: Commit) -> tuple[list, list] | None:
+    """The ends' counts (good's, bad's) where they differ, so that counts can place the commits between them; an end
+    whose counts its step did not bring (ends given by the night's A/B keep the bad end's only) gets one profiled
+    process of its own. None where they agree, or neither end was profiled: every halving is then an A/B run."""
+    bad_counts, good_counts = first.counts
+    if not (bad_counts or good_counts):
+        return None
+    if not bad_counts:
+        bad_counts = walk.counts_of(bad, "the bad end's counts")
+    if not good_counts:
+        good_counts = walk.counts_of(good, "the good end's counts")
+    if not counts_moved(bad_counts, good_counts):
+        return None
+    walk.say("the ends' counts differ: each halving is placed by one profiled process first (docs/bench.md)")
+    return good_counts, bad_counts
+
+
+def _halve(
+    walk: Walk, search: Search, good: Commit, cut: float, known: dict[str, Step], guide: tuple[list, list] | None
+) -> None:
+    """Halve the range until one commit is left: each commit placed by its counts where ``guide`` holds the ends'
+    and they place it, else by an A/B run against the good end (kept in ``known``)."""
+    while not search.done:
+        _check_budget(walk.budget, walk.job, good, search, walk)
+        commit = search.next()
+        number = len(walk.steps) + len(walk.counted) + len(walk.skipped) + 1
+        label = f"step {number}"
+        try:
+            placed = walk.place(commit, *guide, label) if guide else None
+            if placed is not None and placed.side is not None:
+                search.record(commit, placed.side)
+                walk.say(
+                    f"{label}: {commit}: counts like the {placed.side} end's ({placed.seconds:.0f} s, one process); "
+                    f"culprit in {_range(search)}"
+                )
+                continue
+            if placed is not None:
+                walk.say(f"{label}: {commit}: counts like neither end's alone; timed against the good end")
+            step = walk.measure(commit, good, cut, label)
+        except Undrivable as exc:
+            search.skip(commit)
+            walk.skipped.append((commit, exc.reason))
+            walk.say(f"{label}: {commit} skipped: it {exc.reason}; culprit in {_range(search)}")
+            continue
+        search.record(commit, step.side)
+        known[commit.sha] = step
+        walk.say(_step_line(number, step, cut) + f"; culprit in {_range(search)}")
+
+
+def _own_step(walk: Walk, search: Search, good: Commit, known: dict[str, Step]) -> Step:
+    """The culprit against its parent: the question is only whether it is slower at all, so an interval straddling 1
+    gets more processes, as a halving's straddling its cut does. Where the parent is the good end and the culprit's
+    halving was an A/B run, that run is its own comparison."""
+    culprit, parent = search.culprit, search.parent_of_culprit(good)
+    if parent == good and culprit.sha in known:
+        return known[culprit.sha]
+    _check_budget(walk.budget, walk.job, good, search, walk)
+    return walk.measure(culprit, parent, 1.0, "the culprit")
+
+
 class _BudgetSpent(Exception):
     """The budget has no room for the next A/B run; ``left`` says where the culprit lies and what finishing costs."""
 
@@ -402,7 +295,7 @@ def _write(
 ) -> None:
     """The JSON of the walk; ``suspects`` None: cut short, so marked partial and without a culprit; ``left``: the
     range a budget left unsearched."""
-    section = report(good, bad, job.combo, job.config.name, cut, walk.steps, walk.skipped, suspects or ())
+    section = report(good, bad, job.combo, job.config.name, cut, walk.steps, walk.skipped, suspects or (), walk.counted)
     document = {
         "schema": SCHEMA,
         "environment": env,

@@ -9,16 +9,23 @@ interval is below, and ambiguous when the interval straddles the cut; an ambiguo
 measured in more processes before it decides. Halfway is where a commit holding all of the
 slowdown and one holding none are told apart with equal margins, and it keeps a smaller,
 unrelated change elsewhere in the range from posing as the culprit.
+
+Where the ends' counts differ (an iteration's launches by kind, bytes allocated, FLOPs: exact, whatever the clock),
+a commit's counts from one profiled process can place it instead: like the bad end's and not the good end's, it is
+bad; the other way round, good; like both or neither, it is measured as a halving is (:func:`side_by_counts`). The
+culprit found so is then timed against its parent as any culprit is, which says whether the counts' move is the
+slowdown.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
 from meddpm.errors import UserError, printable
+from meddpm.judge.counts import count_ranges, judge_counts
 from meddpm.measure.statistics.compare import Comparison
 
 Side = Literal["bad", "good", "ambiguous"]
@@ -44,6 +51,7 @@ class MeasuredEnds:
     reference_ms: tuple[float, ...]
     explain: tuple[dict[str, object], ...] = ()
     measured_by: str = "the night's A/B"
+    candidate_counts: tuple[dict[str, int], ...] = ()  # the bad end's profiled counts, where its results keep them
 
 
 @dataclass(frozen=True)
@@ -79,6 +87,50 @@ class Step:
             "counts": {"commit": self.counts[0], "against": self.counts[1]},
             **({"measured_by": self.measured_by} if self.measured_by else {}),
         }
+
+
+@dataclass(frozen=True)
+class CountedStep:
+    """A commit placed by the counts of one profiled process instead of an A/B run (``side`` None: its counts are
+    like both ends' or neither's, so it was measured as a halving is)."""
+
+    commit: Commit
+    side: Side | None
+    counts: list[dict[str, int]]
+    seconds: float
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "commit": self.commit.sha,
+            "subject": self.commit.subject,
+            "side": self.side,
+            "counts": self.counts,
+            "seconds": self.seconds,
+        }
+
+
+def _alike(runs: Sequence[Mapping[str, int]], reference: Sequence[Mapping[str, int]]) -> bool:
+    """Whether ``runs``' counts lie within ``reference``'s spread, as the counts gate judges them; never without
+    counts on both sides."""
+    verdicts = judge_counts("", runs, count_ranges(reference)) if runs and reference else []
+    return len(verdicts) == 1 and verdicts[0].outcome == "unchanged"
+
+
+def counts_moved(bad: Sequence[Mapping[str, int]], good: Sequence[Mapping[str, int]]) -> bool:
+    """Whether the ends' counts (each a list of processes' counts) differ, so that counts can place the commits
+    between them; not where either end has none."""
+    return bool(bad and good) and not _alike(bad, good)
+
+
+def side_by_counts(
+    counts: Sequence[Mapping[str, int]], good: Sequence[Mapping[str, int]], bad: Sequence[Mapping[str, int]]
+) -> Side | None:
+    """A commit's side by its counts: bad where they are like the bad end's and not the good end's, good the other way
+    round, None where they are like both or neither (a commit that moved them again, or one without counts)."""
+    like_good, like_bad = _alike(counts, good), _alike(counts, bad)
+    if like_good == like_bad:
+        return None
+    return "good" if like_good else "bad"
 
 
 def significantly_slower(comparison: Comparison, alpha: float) -> bool:
@@ -213,9 +265,11 @@ def report(
     steps: Sequence[Step],
     skipped: Sequence[tuple[Commit, str]] = (),
     suspects: Sequence[Commit] = (),
+    counted: Sequence[CountedStep] = (),
 ) -> dict[str, object]:
-    """The ``bisect`` section of the JSON: the range, the cut, every step, the commits skipped (with why), and where
-    the search ended, the culprit (its own step last) and, beside skipped commits, every commit that may hold it.
+    """The ``bisect`` section of the JSON: the range, the cut, every step, the commits placed by their counts, the
+    commits skipped (with why), and where the search ended, the culprit (its own step last) and, beside skipped
+    commits, every commit that may hold it.
 
     One shape whether the walk ended or was cut short: the ends are ``{sha, subject}`` objects either way.
     """
@@ -226,8 +280,9 @@ def report(
         "preset": preset,
         "cut_ratio": cut,
         "steps": [s.as_dict() for s in steps],
+        "counted": [c.as_dict() for c in counted],
         "skipped": [{**asdict(commit), "reason": reason} for commit, reason in skipped],
-        "seconds": sum(s.seconds for s in steps),
+        "seconds": sum(s.seconds for s in steps) + sum(c.seconds for c in counted),
         "run_seconds": run_seconds(steps),
     }
     if suspects:

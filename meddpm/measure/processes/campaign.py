@@ -133,6 +133,7 @@ class ProcessCampaign:
         until_detectable: float | None = None,
         alpha: float = 0.01,
         carried_energy: Mapping[str, CarriedEnergy] | None = None,
+        preheat: bool = True,
     ):
         if processes < 1:
             raise UserError(f"the number of processes must be at least 1, got {processes}")
@@ -153,6 +154,8 @@ class ProcessCampaign:
         # Side B's energy by combo as an earlier run of its code measured it on this card (the last good night's):
         # its first process measures none where side A's first agrees with every one (energy_disagreement).
         self.carried_energy = dict(carried_energy or {})
+        # False where no round's time is judged (a bisection's counts process): the card need not be warm.
+        self.preheat = preheat
         self._measured = {s.label: {c: ComboRuns(in_workers=True) for c in self.combos} for s in self.sources}
         self._environments: dict[str, dict] = {}  # by label: the environment its first worker reported
         self._started: set[str] = set()  # the labels of the sources whose first process has started
@@ -317,7 +320,7 @@ class ProcessCampaign:
         carried (:meth:`energy_disagreement`) and measures none."""
         s = self.settings
         profile = s.profile and (first or len(self.sources) == 1)
-        opening = not any(runs.runs for combos in self._measured.values() for runs in combos.values())
+        opening = self.preheat and not any(runs.runs for combos in self._measured.values() for runs in combos.values())
         return dataclasses.replace(s, energy=s.energy and first and not carried, profile=profile, preheat=opening)
 
     def _run_worker(self, source: Source, combos: Sequence[str], settings: CampaignSettings) -> list[ComboResult]:

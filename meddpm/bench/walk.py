@@ -1,0 +1,221 @@
+"""A bisection's measuring: what it measures (:class:`Bisection`), the seconds it may take (:class:`Budget`), and the
+walk that extracts each commit's workload once and measures it (:class:`Walk`): an A/B run against a commit for a
+halving, the ends and the culprit, or one profiled process for a commit's counts.
+
+Every A/B run drives both commits' workloads with this tree's harness in alternating fresh processes
+(:class:`~meddpm.measure.processes.campaign.ProcessCampaign`), judged with the suite's statistics; workers share
+Inductor's and Triton's on-disk caches, so a commit whose compiled graphs match an earlier step's loads them
+instead of compiling again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import torch
+
+from meddpm.judge.ab import explanation
+from meddpm.judge.baseline import Tolerances
+from meddpm.judge.bisection import (
+    Commit,
+    CountedStep,
+    MeasuredEnds,
+    Side,
+    Step,
+    decided_side,
+    ends_undecided,
+    side_by_counts,
+    side_of,
+    significantly_slower,
+)
+from meddpm.measure.campaign.protocol import Progress, Source
+from meddpm.measure.campaign.settings import CampaignSettings
+from meddpm.measure.campaign.time_split import TimeSplit
+from meddpm.measure.processes.campaign import ProcessCampaign
+from meddpm.measure.processes.revision import revision
+from meddpm.measure.statistics.compare import Comparison, compare_processes
+from meddpm.model.config import ModelConfig
+
+EXTENSIONS = 2  # an ambiguous step gets this many rounds of as many processes again, then decides on its ratio
+
+
+@dataclass(frozen=True)
+class Bisection:
+    """What one bisection measures: a combo of a preset on a device, with the campaign's settings."""
+
+    config: ModelConfig
+    combo: str
+    device: torch.device
+    batch_size: int
+    settings: CampaignSettings
+    processes: int
+    alpha: float = Tolerances().alpha
+
+
+@dataclass
+class Budget:
+    """Seconds a bisection (or several in turn) may take, counted from this object's creation.
+
+    What an A/B run costs is known only once the ends are measured: every later run of the walk is
+    as long as one round of the ends', so a run is started only where that much is left.
+    """
+
+    seconds: float
+    # Looked up at each call, so that a test's planted clock (this module's ``time`` replaced) counts too.
+    started: float = field(default_factory=lambda: time.monotonic())
+
+    @property
+    def spent(self) -> float:
+        return time.monotonic() - self.started
+
+    def fits(self, cost: float) -> bool:
+        """Whether a run of ``cost`` seconds ends within the budget."""
+        return self.spent + cost <= self.seconds
+
+
+class Walk:
+    """A bisection under way: the extracted workloads, the steps measured, the commits skipped, and where the JSON
+    goes."""
+
+    def __init__(
+        self, job: Bisection, root: Path, json_path: Path, say: Callable[[str], None], budget: Budget | None = None
+    ):
+        self.job = job
+        self.budget = budget
+        self.root = root
+        self.json_path = json_path
+        self.say = say
+        self.steps: list[Step] = []
+        self.counted: list[CountedStep] = []  # commits placed by their counts, not measured in an A/B run
+        self.skipped: list[tuple[Commit, str]] = []  # commits this harness cannot drive, and why
+        self.started = time.monotonic()
+        self.time_split = TimeSplit()  # where the walk's time went: checkouts, then every step's processes
+        self._sources: dict[str, Source] = {}
+        self._stack = contextlib.ExitStack()
+
+    @property
+    def wall_s(self) -> float:
+        """Seconds since the walk began."""
+        return time.monotonic() - self.started
+
+    def __enter__(self) -> Walk:
+        self._stack.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.__exit__(*exc)
+
+    def source(self, commit: Commit, end: bool) -> Source:
+        """``commit``'s workload, extracted once and kept until the walk ends; :class:`Undrivable` where this harness
+        cannot drive it, which for an ``end`` also names the first later commit it drives."""
+        if commit.sha not in self._sources:
+            with self.time_split.timed("start-up"):
+                source = revision(commit.sha, self.root, "--bisect", reach=end)
+                self._sources[commit.sha] = self._stack.enter_context(source)
+        return self._sources[commit.sha]
+
+    def measure(self, commit: Commit, against: Commit, cut: float | None, label: str) -> Step:
+        """``commit`` against ``against`` in alternating processes; a step that cannot tell yet gets more: the ends
+        (no cut) when their interval is too wide to say whether ``commit`` is slower, a halving when its interval
+        straddles the cut."""
+        job = self.job
+        campaign = ProcessCampaign(
+            job.config,
+            [job.combo],
+            job.device,
+            batch_size=job.batch_size,
+            settings=replace(job.settings, energy=False),  # a bisection judges time only
+            processes=job.processes,
+            sources=[self.source(commit, cut is None), self.source(against, True)],
+        )
+        started = time.monotonic()
+        extended = 0
+        try:
+            while True:
+                campaign.run(self._progress(label))
+                comparison = self._comparison(campaign)
+                undecided = self._undecided(comparison, cut)
+                if undecided is None or extended == EXTENSIONS:
+                    break
+                round_s = (time.monotonic() - started) / (extended + 1)
+                if self.budget is not None and not self.budget.fits(round_s):
+                    self.say(f"  {label}: {undecided}; no budget left for more processes, deciding on its ratio")
+                    break
+                extended += 1
+                self.say(f"  {label}: {undecided}; {job.processes}+{job.processes} more processes")
+        finally:
+            self.time_split.add_all(campaign.time_split.seconds)
+        side: Side = "bad" if cut is None else decided_side(comparison, cut)
+        candidate, reference = (campaign.measurements(s)[job.combo] for s in campaign.sources)
+        rows = tuple(r.as_dict() for r in explanation(candidate, reference))
+        counts = (candidate.run_counts, reference.run_counts)
+        step = Step(commit, against, comparison, side, time.monotonic() - started, extended, rows, counts)
+        self.steps.append(step)
+        return step
+
+    def counts_of(self, commit: Commit, label: str) -> list[dict[str, int]]:
+        """The counts of ``commit``'s profiled iteration, from one process of its own timing a single round (counts
+        do not depend on the clock); empty where the process profiled nothing."""
+        job = self.job
+        settings = replace(job.settings, energy=False, profile=True, min_rounds=1, max_rounds=1, median_precision=0.0)
+        campaign = ProcessCampaign(
+            job.config,
+            [job.combo],
+            job.device,
+            batch_size=job.batch_size,
+            settings=settings,
+            processes=1,
+            sources=[self.source(commit, False)],
+            preheat=False,
+        )
+        try:
+            campaign.run(self._progress(label))
+        finally:
+            self.time_split.add_all(campaign.time_split.seconds)
+        return list(campaign.measurements(campaign.sources[0])[job.combo].run_counts)
+
+    def place(self, commit: Commit, good: list[dict[str, int]], bad: list[dict[str, int]], label: str) -> CountedStep:
+        """``commit`` placed by its counts against the ends' ``good`` and ``bad`` (:func:`side_by_counts`)."""
+        started = time.monotonic()
+        counts = self.counts_of(commit, label)
+        step = CountedStep(commit, side_by_counts(counts, good, bad), counts, time.monotonic() - started)
+        self.counted.append(step)
+        return step
+
+    def given_ends(self, bad: Commit, good: Commit, ends: MeasuredEnds) -> Step | None:
+        """The ends' step from their measurement ``ends``; None where it does not show ``bad`` significantly slower at
+        this bisection's alpha (they are then measured anew)."""
+        c = compare_processes(list(ends.candidate_ms), list(ends.reference_ms), alpha=self.job.alpha)
+        if not significantly_slower(c, self.job.alpha):
+            return None
+        counts = (list(ends.candidate_counts), [])
+        step = Step(bad, good, c, "bad", 0.0, explain=ends.explain, counts=counts, measured_by=ends.measured_by)
+        self.steps.append(step)
+        return step
+
+    def _undecided(self, comparison: Comparison, cut: float | None) -> str | None:
+        """Why a step cannot decide yet, or None where it can."""
+        c = comparison
+        interval = f"[{c.ci_low:.4f}, {c.ci_high:.4f}]"
+        if cut is None:
+            if ends_undecided(c, self.job.alpha, Tolerances().time_rel):
+                return f"ratio {c.ratio:.4f} {interval} p {c.p_slower:.2g} is too wide to tell whether it is slower yet"
+            return None
+        return f"interval {interval} straddles the cut {cut:.4f}" if side_of(c, cut) == "ambiguous" else None
+
+    def _comparison(self, campaign: ProcessCampaign) -> Comparison:
+        candidate, reference = campaign.sources
+        a = campaign.measurements(candidate)[self.job.combo].process_medians_ms
+        b = campaign.measurements(reference)[self.job.combo].process_medians_ms
+        return compare_processes(a, b, alpha=self.job.alpha)
+
+    def _progress(self, label: str) -> Callable[[Progress], None]:
+        def log(p: Progress) -> None:
+            print(f"  {label}: process {p.done}/{p.total} ({p.combo}) {p.detail}", file=sys.stderr, flush=True)
+
+        return log
