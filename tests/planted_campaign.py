@@ -48,6 +48,7 @@ class PlantedCampaign:
     now = 0.0  # the planted clock
     run_seconds = 0.0  # what each run of processes moves it on by
     interrupt_at: int | None = None  # the run (counted from 0) that Ctrl-C stops
+    reach: dict[str, bool] = {}  # by sha: whether its workload was first extracted as an end's
 
     def __init__(self, config, combos, device, *, batch_size, settings, processes, sources, preheat=True):
         self.combo, self.processes, self.sources = combos[0], processes, sources
@@ -88,6 +89,7 @@ def plant(monkeypatch, tmp_path: Path, medians: dict[str, float]) -> None:
 
     @contextlib.contextmanager
     def revision(sha, root, option, reach):
+        PlantedCampaign.reach.setdefault(sha, reach)
         if sha in PlantedCampaign.undrivable:
             raise Undrivable(f"--bisect: {sha[:9]} {PlantedCampaign.undrivable[sha]}", PlantedCampaign.undrivable[sha])
         yield Source(sha[:9], tmp_path, sha)
@@ -98,6 +100,7 @@ def plant(monkeypatch, tmp_path: Path, medians: dict[str, float]) -> None:
     monkeypatch.setattr(walk, "time", types.SimpleNamespace(monotonic=lambda: PlantedCampaign.now))
     PlantedCampaign.medians = dict(medians)
     PlantedCampaign.counts = {}
+    PlantedCampaign.reach = {}
     PlantedCampaign.runs = []
     PlantedCampaign.undrivable = {}
     PlantedCampaign.noisy = set()

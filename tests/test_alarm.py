@@ -321,3 +321,26 @@ def test_a_night_ab_the_bisection_cannot_confirm_is_measured_again(monkeypatch, 
     assert status == 0 and len(PlantedCampaign.runs) == 6, lines
     ends = json.loads((out / "bisect-opt1-1.json").read_text())["bisect"]["steps"][0]
     assert "measured_by" not in ends and ends["processes"] == [3, 3]
+
+
+def test_the_nights_counts_go_with_its_ends_and_a_culprit_placed_by_counts_is_named_by_bisection(monkeypatch, tmp_path):
+    # The slowdown at c11 also moved the counts. The night's results keep side A's: the good end gets one counts
+    # process, the four halvings one each (100 planted seconds apiece), and c11 against its parent no longer fits.
+    before, after = {"launches": 1099, "bytes_allocated": 512}, {"launches": 1105, "bytes_allocated": 268_435_968}
+    plant(monkeypatch, tmp_path, _medians((10, 102.0)))
+    PlantedCampaign.counts = {GOOD.sha: before, **{c.sha: after if i >= 10 else before for i, c in enumerate(COMMITS)}}
+    PlantedCampaign.run_seconds = 100.0
+    out = _night(tmp_path)
+    _with_night_processes(out, [102.0, 102.02, 101.98], [100.0, 100.02, 99.98])
+    results = json.loads((out / "results.json").read_text())
+    results["cases"][0]["counts"] = after
+    (out / "results.json").write_text(json.dumps(results))
+    assert alarm.flagged_cases(results)[0].ends.candidate_counts == (after,)
+    status, lines = _run(out, "--bisect-budget", "550")
+    assert status == 0 and PlantedCampaign.runs == [1] * 5, lines
+    summary = (out / "summary.md").read_text()
+    assert (
+        f"- culprit by bisection: {COMMITS[10].sha[:12]} (c11), placed by its counts, as the range's bad end's, its "
+        f"parent {COMMITS[9].sha[:12]} good (placed by its counts, as the range's good end's)"
+    ) in summary, summary
+    assert "(1 A/B run of about 600 s)" in summary  # 3+3 processes as long as a counts process

@@ -180,7 +180,8 @@ class Alarm:
             self.run_s = document["bisect"]["run_seconds"] or self.run_s
             if status == bisect.BUDGET_SPENT:
                 found.left = {**document["left"], "why": "the budget"}
-                found.left.update(_by_bisection(found.left, document["bisect"]["steps"]))
+                section = document["bisect"]
+                found.left.update(_by_bisection(found.left, [*section["steps"], *section.get("counted", [])]))
                 break
             culprit = document["bisect"]["culprit"]
             rest = unexplained(ends, culprit)
@@ -235,8 +236,9 @@ def _culprit_lines(culprit: dict[str, Any]) -> list[str]:
 
 
 def _by_bisection(left: dict[str, Any], steps: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Where one commit is left, its step and its parent's (each against the range's good end), as the culprit
-    the bisection found: ``{"culprit": ..., "parent_step": ...}``; else nothing."""
+    """Where one commit is left, its step and its parent's (each an A/B run against the range's good end, or a commit
+    placed by its counts), as the culprit the bisection found: ``{"culprit": ..., "parent_step": ...}``; else
+    nothing."""
     by_commit = {step["commit"]: step for step in steps}
     if left.get("commits") != 1 or left["bad"] not in by_commit:
         return {}
@@ -247,10 +249,10 @@ def _bisected_lines(found: CaseAlarm) -> list[str]:
     """The summary's lines on the culprit a spent budget left as the last commit: what its steps measured."""
     left, step = found.left or {}, found.culprit_by_bisection or {}
     parent = left.get("parent_step")
-    parent_figures = f" ({_figures(parent)})" if parent else ""
+    parent_figures = f" ({_figures(parent) if 'ratio' in parent else _placed(parent)})" if parent else ""
     lines = [
-        f"- culprit by bisection: {step['commit'][:12]} ({printable(step['subject'])}), ratio {_figures(step)} "
-        f"against the range's good end {step['against'][:12]}, its parent {left['good'][:12]} good{parent_figures}; "
+        f"- culprit by bisection: {step['commit'][:12]} ({printable(step['subject'])}), {_placed(step)}, its parent "
+        f"{left['good'][:12]} good{parent_figures}; "
         f"its own ratio against its parent not measured for want of budget (1 A/B run of about "
         f"{left['run_seconds']:.0f} s): {_finish_command(found)}"
     ]
@@ -274,6 +276,13 @@ def _left_line(found: CaseAlarm) -> str:
         cost = f"{left['commits']} commit(s); at most {left['runs']} A/B runs of about {left['run_seconds']:.0f} s"
         return f"stopped by the budget with the culprit in {left['good'][:12]}..{left['bad'][:12]} ({cost}): {command}"
     return f"not bisected for want of {left['why']}: {left['good'][:12]}..{left['bad'][:12]}, with {command}"
+
+
+def _placed(step: dict[str, Any]) -> str:
+    """How a bisection step decided its commit: its ratio against the range's good end, or its counts."""
+    if "ratio" in step:
+        return f"ratio {_figures(step)} against the range's good end {step['against'][:12]}"
+    return f"placed by its counts, as the range's {step['side']} end's"
 
 
 def _figures(d: dict[str, Any]) -> str:

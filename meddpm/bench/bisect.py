@@ -25,7 +25,6 @@ from meddpm.judge.bisection import (
     Step,
     counts_moved,
     report,
-    run_seconds,
     significantly_slower,
     slowdown_between_ends,
 )
@@ -102,15 +101,17 @@ def run_bisect(
             cut = slowdown_between_ends(first.comparison, job.alpha, job.combo, good, bad)
             runs = search.steps_left + 1
             left = _left(first.seconds, runs) if first.seconds else f"{runs} A/B runs at most"
-            say(f"{_step_line(1, first, cut)}; {left}")
+            say(f"{_step_line('step 1', first, cut)}; {left}")
             known: dict[str, Step] = {bad.sha: first}
             guide = _ends_counts(walk, first, good, bad)
             _halve(walk, search, good, cut, known, guide)
             own = _own_step(walk, search, good, known)
-            if guide and not significantly_slower(own.comparison, job.alpha):
+            if guide and not _carries_slowdown(own, cut, job.alpha):
+                c = own.comparison
                 say(
-                    f"the counts moved at {search.culprit}, which is not significantly slower than its parent: the "
-                    "range is bisected again by time"
+                    f"the counts moved at {search.culprit}, whose own ratio {c.ratio:.4f} p {c.p_slower:.2g} against "
+                    f"its parent does not carry half the range's slowdown (cut {cut:.4f}): the range is bisected again "
+                    "by time"
                 )
                 search = Search(commits, skipped=set(search.skipped))
                 _halve(walk, search, good, cut, known, None)
@@ -120,7 +121,7 @@ def run_bisect(
                 walk.steps.append(own)  # the culprit's own comparison is the report's last step
         except KeyboardInterrupt:
             _write(json_path, job, env, good, bad, cut, walk, None)
-            say(f"interrupted after {len(walk.steps)} step(s); what was measured is in {json_path}")
+            say(f"interrupted after {len(walk.steps) + len(walk.counted)} step(s); what was measured is in {json_path}")
             say(f"where the time went: {walk.time_split.line(walk.wall_s)}")
             return 130
         except _BudgetSpent as spent:
@@ -194,9 +195,9 @@ def _ends_counts(walk: Walk, first: Step, good: Commit, bad: Commit) -> tuple[li
     if not (bad_counts or good_counts):
         return None
     if not bad_counts:
-        bad_counts = walk.counts_of(bad, "the bad end's counts")
+        bad_counts = walk.end_counts(bad, "bad", "the bad end's counts")
     if not good_counts:
-        good_counts = walk.counts_of(good, "the good end's counts")
+        good_counts = walk.end_counts(good, "good", "the good end's counts")
     if not counts_moved(bad_counts, good_counts):
         return None
     walk.say("the ends' counts differ: each halving is placed by one profiled process first (docs/bench.md)")
@@ -207,14 +208,19 @@ def _halve(
     walk: Walk, search: Search, good: Commit, cut: float, known: dict[str, Step], guide: tuple[list, list] | None
 ) -> None:
     """Halve the range until one commit is left: each commit placed by its counts where ``guide`` holds the ends'
-    and they place it, else by an A/B run against the good end (kept in ``known``)."""
+    and they place it, else by an A/B run against the good end (kept in ``known``, and not run twice)."""
     while not search.done:
-        _check_budget(walk.budget, walk.job, good, search, walk)
         commit = search.next()
-        number = len(walk.steps) + len(walk.counted) + len(walk.skipped) + 1
-        label = f"step {number}"
+        label = f"step {walk.next_number()}"
+        if commit.sha in known:  # timed before the walk went back to timing
+            search.record(commit, known[commit.sha].side)
+            walk.say(f"{label}: {commit}: {known[commit.sha].side}, as its A/B run above; culprit in {_range(search)}")
+            continue
         try:
-            placed = walk.place(commit, *guide, label) if guide else None
+            placed = None
+            if guide:
+                _check_budget(walk, good, search, walk.counts_process_s)
+                placed = walk.place(commit, *guide, label)
             if placed is not None and placed.side is not None:
                 search.record(commit, placed.side)
                 walk.say(
@@ -224,6 +230,7 @@ def _halve(
                 continue
             if placed is not None:
                 walk.say(f"{label}: {commit}: counts like neither end's alone; timed against the good end")
+            _check_budget(walk, good, search)
             step = walk.measure(commit, good, cut, label)
         except Undrivable as exc:
             search.skip(commit)
@@ -232,7 +239,7 @@ def _halve(
             continue
         search.record(commit, step.side)
         known[commit.sha] = step
-        walk.say(_step_line(number, step, cut) + f"; culprit in {_range(search)}")
+        walk.say(_step_line(label, step, cut) + f"; culprit in {_range(search)}")
 
 
 def _own_step(walk: Walk, search: Search, good: Commit, known: dict[str, Step]) -> Step:
@@ -242,8 +249,14 @@ def _own_step(walk: Walk, search: Search, good: Commit, known: dict[str, Step]) 
     culprit, parent = search.culprit, search.parent_of_culprit(good)
     if parent == good and culprit.sha in known:
         return known[culprit.sha]
-    _check_budget(walk.budget, walk.job, good, search, walk)
+    _check_budget(walk, good, search)
     return walk.measure(culprit, parent, 1.0, "the culprit")
+
+
+def _carries_slowdown(own: Step, cut: float, alpha: float) -> bool:
+    """Whether a culprit the counts found is the slowdown a time bisection would have found: significantly slower than
+    its parent, by at least half the range's slowdown (its ratio above the cut)."""
+    return significantly_slower(own.comparison, alpha) and own.comparison.ratio > cut
 
 
 class _BudgetSpent(Exception):
@@ -254,11 +267,12 @@ class _BudgetSpent(Exception):
         self.left = left
 
 
-def _check_budget(budget: Budget | None, job: Bisection, good: Commit, search: Search, walk: Walk) -> None:
-    """Raise :class:`_BudgetSpent`, after a line saying what is left, where the walk's next A/B run would overrun (a
-    run costs what :func:`~meddpm.judge.bisection.run_seconds` says; 0 lets the first the walk measures run)."""
-    run_s = run_seconds(walk.steps)
-    if budget is None or budget.fits(run_s):
+def _check_budget(walk: Walk, good: Commit, search: Search, cost: float | None = None) -> None:
+    """Raise :class:`_BudgetSpent`, after a line saying what is left, where the walk's next run would overrun its
+    budget: an A/B run (what :meth:`Walk.run_cost` says; 0 lets the first the walk measures run), or a counts
+    process of ``cost`` seconds."""
+    budget, job, run_s = walk.budget, walk.job, walk.run_cost()
+    if budget is None or budget.fits(run_s if cost is None else cost):
         return
     newest_good, oldest_bad = search.parent_of_culprit(good), search.culprit
     count = len(search.suspects)
@@ -295,7 +309,18 @@ def _write(
 ) -> None:
     """The JSON of the walk; ``suspects`` None: cut short, so marked partial and without a culprit; ``left``: the
     range a budget left unsearched."""
-    section = report(good, bad, job.combo, job.config.name, cut, walk.steps, walk.skipped, suspects or (), walk.counted)
+    section = report(
+        good,
+        bad,
+        job.combo,
+        job.config.name,
+        cut,
+        walk.steps,
+        walk.skipped,
+        suspects or (),
+        walk.counted,
+        walk.run_cost(),
+    )
     document = {
         "schema": SCHEMA,
         "environment": env,
@@ -314,12 +339,12 @@ def _halvings(count: int) -> int:
     return math.ceil(math.log2(count)) if count > 1 else 0
 
 
-def _step_line(number: int, step: Step, cut: float) -> str:
+def _step_line(label: str, step: Step, cut: float) -> str:
     c = step.comparison
     n = f"{len(c.candidate_ms)}+{len(c.reference_ms)}"
     cost = f"measured by {step.measured_by}" if step.measured_by else f"{step.seconds:.0f} s"
     return (
-        f"step {number}: {step.commit} vs {step.against.sha[:9]}: ratio {c.ratio:.4f} [{c.ci_low:.4f}, "
+        f"{label}: {step.commit} vs {step.against.sha[:9]}: ratio {c.ratio:.4f} [{c.ci_low:.4f}, "
         f"{c.ci_high:.4f}] p {c.p_slower:.2g}, cut {cut:.4f}: {step.side} ({n} processes, {cost})"
     )
 

@@ -29,6 +29,7 @@ from meddpm.judge.bisection import (
     Step,
     decided_side,
     ends_undecided,
+    run_seconds,
     side_by_counts,
     side_of,
     significantly_slower,
@@ -92,6 +93,7 @@ class Walk:
         self.say = say
         self.steps: list[Step] = []
         self.counted: list[CountedStep] = []  # commits placed by their counts, not measured in an A/B run
+        self._numbered = 1  # the ends' step
         self.skipped: list[tuple[Commit, str]] = []  # commits this harness cannot drive, and why
         self.started = time.monotonic()
         self.time_split = TimeSplit()  # where the walk's time went: checkouts, then every step's processes
@@ -158,9 +160,10 @@ class Walk:
         self.steps.append(step)
         return step
 
-    def counts_of(self, commit: Commit, label: str) -> list[dict[str, int]]:
-        """The counts of ``commit``'s profiled iteration, from one process of its own timing a single round (counts
-        do not depend on the clock); empty where the process profiled nothing."""
+    def counts_of(self, commit: Commit, label: str, end: bool = False) -> tuple[list[dict[str, int]], float]:
+        """The counts of ``commit``'s profiled iteration (empty where the process profiled nothing) and the seconds
+        it took: one process of its own, timing a single round and not warming the card, since counts do not depend
+        on the clock. ``end``: one of the range's ends, whose undrivable workload names the first later commit."""
         job = self.job
         settings = replace(job.settings, energy=False, profile=True, min_rounds=1, max_rounds=1, median_precision=0.0)
         campaign = ProcessCampaign(
@@ -170,22 +173,44 @@ class Walk:
             batch_size=job.batch_size,
             settings=settings,
             processes=1,
-            sources=[self.source(commit, False)],
+            sources=[self.source(commit, end)],
             preheat=False,
         )
+        started = time.monotonic()
         try:
             campaign.run(self._progress(label))
         finally:
             self.time_split.add_all(campaign.time_split.seconds)
-        return list(campaign.measurements(campaign.sources[0])[job.combo].run_counts)
+        return list(campaign.measurements(campaign.sources[0])[job.combo].run_counts), time.monotonic() - started
+
+    def end_counts(self, commit: Commit, side: Side, label: str) -> list[dict[str, int]]:
+        """The counts of an end whose step did not bring them (the good end of ends the night measured), kept with
+        the commits placed by their counts."""
+        counts, seconds = self.counts_of(commit, label, end=True)
+        self.counted.append(CountedStep(commit, side, counts, seconds))
+        return counts
 
     def place(self, commit: Commit, good: list[dict[str, int]], bad: list[dict[str, int]], label: str) -> CountedStep:
         """``commit`` placed by its counts against the ends' ``good`` and ``bad`` (:func:`side_by_counts`)."""
-        started = time.monotonic()
-        counts = self.counts_of(commit, label)
-        step = CountedStep(commit, side_by_counts(counts, good, bad), counts, time.monotonic() - started)
+        counts, seconds = self.counts_of(commit, label)
+        step = CountedStep(commit, side_by_counts(counts, good, bad), counts, seconds)
         self.counted.append(step)
         return step
+
+    @property
+    def counts_process_s(self) -> float:
+        """The longest counts process so far (0 before one): what the next is taken to cost."""
+        return max((c.seconds for c in self.counted), default=0.0)
+
+    def run_cost(self) -> float:
+        """What the next A/B run is taken to cost: a round of the first the walk measured (run_seconds), else, before
+        one, a run's processes each as long as the longest counts process; 0 where neither ran yet."""
+        return run_seconds(self.steps) or 2 * self.job.processes * self.counts_process_s
+
+    def next_number(self) -> int:
+        """The next step's number: the ends are step 1, then each commit tried in turn, however it was decided."""
+        self._numbered += 1
+        return self._numbered
 
     def given_ends(self, bad: Commit, good: Commit, ends: MeasuredEnds) -> Step | None:
         """The ends' step from their measurement ``ends``; None where it does not show ``bad`` significantly slower at

@@ -13,8 +13,8 @@ unrelated change elsewhere in the range from posing as the culprit.
 Where the ends' counts differ (an iteration's launches by kind, bytes allocated, FLOPs: exact, whatever the clock),
 a commit's counts from one profiled process can place it instead: like the bad end's and not the good end's, it is
 bad; the other way round, good; like both or neither, it is measured as a halving is (:func:`side_by_counts`). The
-culprit found so is then timed against its parent as any culprit is, which says whether the counts' move is the
-slowdown.
+culprit found so is then timed against its parent as any culprit is: where it is not significantly slower by at least
+half the range's slowdown, the counts moved elsewhere than the slowdown, and the range is bisected again by time.
 """
 
 from __future__ import annotations
@@ -266,6 +266,7 @@ def report(
     skipped: Sequence[tuple[Commit, str]] = (),
     suspects: Sequence[Commit] = (),
     counted: Sequence[CountedStep] = (),
+    run_s: float | None = None,
 ) -> dict[str, object]:
     """The ``bisect`` section of the JSON: the range, the cut, every step, the commits placed by their counts, the
     commits skipped (with why), and where the search ended, the culprit (its own step last) and, beside skipped
@@ -283,7 +284,7 @@ def report(
         "counted": [c.as_dict() for c in counted],
         "skipped": [{**asdict(commit), "reason": reason} for commit, reason in skipped],
         "seconds": sum(s.seconds for s in steps) + sum(c.seconds for c in counted),
-        "run_seconds": run_seconds(steps),
+        "run_seconds": run_seconds(steps) if run_s is None else run_s,
     }
     if suspects:
         culprit = steps[-1]
