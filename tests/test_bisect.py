@@ -211,7 +211,7 @@ def test_where_the_ends_counts_differ_each_halving_is_one_profiled_process(plant
     assert any(line.startswith("the ends' counts differ") for line in lines), lines
     assert any(line.startswith(f"step 2: {COMMITS[7]}: counts like the good end's") for line in lines), lines
     culprit = next(line for line in lines if line.startswith("culprit: "))
-    assert culprit.startswith(f"culprit: {COMMITS[10]} ratio 1.02") and "4 placed by their counts" in culprit, culprit
+    assert culprit.startswith(f"culprit: {COMMITS[10]} ratio 1.02") and "4 counts processes" in culprit, culprit
     section = json.loads((planted / "b.json").read_text())["bisect"]
     assert [c["side"] for c in section["counted"]] == ["good", "bad", "good", "bad"]
     assert section["counted"][0]["counts"] == [BEFORE] and section["culprit"]["parent"] == COMMITS[9].sha

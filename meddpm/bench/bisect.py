@@ -133,9 +133,9 @@ def run_bisect(
     if own.side != "bad":
         say(f"note: {culprit} is not clearly slower than {base}; the slowdown may be spread over several commits")
     figures = f"ratio {c.ratio:.4f} [{c.ci_low:.4f}, {c.ci_high:.4f}] p {c.p_slower:.2g}"
-    seconds = sum(s.seconds for s in walk.steps) + sum(c.seconds for c in walk.counted)
-    placed = f", {len(walk.counted)} placed by their counts" if walk.counted else ""
-    cost = f"{seconds:.0f} s of measuring, {len(walk.steps)} A/B runs{placed}"
+    seconds = sum(step.seconds for step in [*walk.steps, *walk.counted])
+    counted = f", {len(walk.counted)} counts processes" if walk.counted else ""
+    cost = f"{seconds:.0f} s of measuring, {len(walk.steps)} A/B runs{counted}"
     if len(suspects) > 1:
         unknown = ", ".join(str(commit) for commit in suspects[:-1])
         say(
