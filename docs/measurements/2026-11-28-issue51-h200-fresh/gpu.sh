@@ -13,6 +13,9 @@
 #                line stamped with its seconds (../2026-11-28-issue51-workers/stamp.py), under py-spy (100 Hz, idle
 #                frames kept, not pausing the process) into OUT/ready.speedscope.json: where a process spends the
 #                seconds before its first timed round (READY_LIMIT, default 90 s)
+#   counts       a bisection's counts processes (../2026-11-28-issue51-carried/counts_process.py) of `fast` at c00, c04,
+#                c05 and c08 of a night whose c05 plants five buffer passes a step (night_history.py, LAST=8 PLANT_AT=5
+#                PLANT_PASSES=5, in /tmp/plant), each process's seconds and counts (COUNTS_LIMIT, default 150 s)
 # Logs, results and summaries under /tmp/carried (kept between calls on a warm machine), packed into
 # OUT/carried.tar.gz after every stage, with the card's state and the machine's uptime before each stage; each
 # stage's log is also written into OUT as it runs (the logged call was cut short by the device's time during the
@@ -63,6 +66,13 @@ for stage in "$@"; do
              --nonblocking --idle --rate 100 --format speedscope -o "$OUT/ready.speedscope.json" -- \
              python3 -m meddpm --combos fast --iters 10) > "$logs/ready.log" 2>&1
            cp "$logs/ready.log" "$OUT/" ;;
+    counts) [ -d /tmp/plant ] || LAST=8 PLANT_AT=5 PLANT_PASSES=5 python3 \
+             docs/measurements/2026-11-27-issue51-alarm/night_history.py /tmp/plant > "$logs/plant-history.log"
+            PYTHONPATH=/tmp/site:$repo timeout "${COUNTS_LIMIT:-150}" python3 \
+              docs/measurements/2026-11-28-issue51-carried/counts_process.py /tmp/plant ${COUNTED:-c00 c04 c05 c08} \
+              > "$logs/counts.log" 2>&1
+            echo "rc $?" >> "$logs/counts.log"
+            cp "$logs/counts.log" "$OUT/" ;;
     *) echo "unknown stage $stage" ;;
   esac
   tar -czf "$OUT/carried.tar.gz" -C "$logs" .  # after every stage: a call cut short keeps what it had
