@@ -10,7 +10,7 @@ measured in more processes before it decides. Halfway is where a commit holding 
 slowdown and one holding none are told apart with equal margins, and it keeps a smaller,
 unrelated change elsewhere in the range from posing as the culprit.
 
-Where the ends' counts differ (an iteration's launches by kind, bytes allocated, FLOPs: exact, whatever the clock),
+Where the ends' counts differ (an iteration's launches by kind, bytes allocated, FLOPs: none depends on the clock),
 a commit's counts from one profiled process can place it instead: like the bad end's and not the good end's, it is
 bad; the other way round, good; like both or neither, it is measured as a halving is (:func:`side_by_counts`). The
 culprit found so is then timed against its parent as any culprit is: where it is not significantly slower by at least
