@@ -247,12 +247,12 @@ def test_side_b_measures_its_energy_again_unless_every_combo_agrees(tmp_path, ca
 
 
 def test_carried_energy_agrees_within_half_its_threshold_at_a_resolution_under_it():
-    assert carried(50.0).agrees(carried(52.4).estimate)  # +4.8 %
-    assert not carried(50.0).agrees(carried(52.6).estimate)  # +5.2 %
-    assert not carried(50.0).agrees(carried(47.4).estimate)  # -5.2 %
-    assert not carried(50.0).agrees(None)
+    assert not carried(50.0).disagreement(carried(52.4).estimate)  # +4.8 %
+    assert carried(50.0).disagreement(carried(52.6).estimate)  # +5.2 %
+    assert carried(50.0).disagreement(carried(47.4).estimate)  # -5.2 %
+    assert carried(50.0).disagreement(None)
     coarse = CarriedEnergy((dataclasses.replace(block(50.0), quantisation=0.095),), "run #7", 0.10)
-    assert not coarse.agrees(carried(50.0).estimate)  # resolution 9.5 % + 1 %: no verdict could judge it
+    assert coarse.disagreement(carried(50.0).estimate)  # resolution 9.5 % + 1 %: no verdict could judge it
 
 
 def _last_good(uuid: str = "GPU-1") -> LastGood:

@@ -270,9 +270,9 @@ class CarriedEnergy:
     for an A/B's side B to take instead of measuring them again.
 
     Taken only where side A's own figure lies within half of ``threshold`` (the case's energy threshold) of it, at a
-    resolution under the threshold (:meth:`agrees`): a verdict on the carried figure then reads "unchanged", as one on
-    a figure measured again would unless this card's joules moved since by more than half the threshold
-    (docs/energy.md, "Side B's energy in a nightly").
+    resolution under the threshold (:meth:`disagreement` empty): a verdict on the carried figure then reads
+    "unchanged", as one on a figure measured again would unless this card's joules moved since by more than half the
+    threshold (docs/energy.md, "Side B's energy in a nightly").
     """
 
     blocks: tuple[BlockEnergy, ...]
@@ -284,13 +284,9 @@ class CarriedEnergy:
         """The carried blocks' energy per iteration (:func:`energy_estimate`)."""
         return energy_estimate(self.blocks)
 
-    def agrees(self, measured: EnergyEstimate | None) -> bool:
-        """Whether ``measured`` (side A's) lies within half the threshold of the carried figure, at a resolution
-        under the threshold; never where either is missing."""
-        return not self.disagreement(measured)
-
     def disagreement(self, measured: EnergyEstimate | None) -> str:
-        """Why ``measured`` (side A's) does not agree with the carried figure, in words; empty where it agrees."""
+        """Why ``measured`` (side A's) does not agree with the carried figure, in words; empty where it agrees: within
+        half the threshold of it, at a resolution under the threshold (never where either is missing)."""
         carried = self.estimate
         if carried is None or not carried.j_per_iter > 0:
             return f"{self.source} kept no energy per iteration"
