@@ -126,14 +126,10 @@ class Walk:
         (no cut) when their interval is too wide to say whether ``commit`` is slower, a halving when its interval
         straddles the cut."""
         job = self.job
-        campaign = ProcessCampaign(
-            job.config,
-            [job.combo],
-            job.device,
-            batch_size=job.batch_size,
-            settings=replace(job.settings, energy=False),  # a bisection judges time only
-            processes=job.processes,
-            sources=[self.source(commit, cut is None), self.source(against, True)],
+        campaign = self._campaign(
+            [self.source(commit, cut is None), self.source(against, True)],
+            replace(job.settings, energy=False),  # a bisection judges time only
+            job.processes,
         )
         started = time.monotonic()
         extended = 0
@@ -166,16 +162,7 @@ class Walk:
         on the clock. ``end``: one of the range's ends, whose undrivable workload names the first later commit."""
         job = self.job
         settings = replace(job.settings, energy=False, profile=True, min_rounds=1, max_rounds=1, median_precision=0.0)
-        campaign = ProcessCampaign(
-            job.config,
-            [job.combo],
-            job.device,
-            batch_size=job.batch_size,
-            settings=settings,
-            processes=1,
-            sources=[self.source(commit, end)],
-            preheat=False,
-        )
+        campaign = self._campaign([self.source(commit, end)], settings, 1, preheat=False)
         started = time.monotonic()
         try:
             campaign.run(self._progress(label))
@@ -222,6 +209,22 @@ class Walk:
         step = Step(bad, good, c, "bad", 0.0, explain=ends.explain, counts=counts, measured_by=ends.measured_by)
         self.steps.append(step)
         return step
+
+    def _campaign(
+        self, sources: list[Source], settings: CampaignSettings, processes: int, preheat: bool = True
+    ) -> ProcessCampaign:
+        """The job's combo measured in ``processes`` fresh processes a source, with ``settings``."""
+        job = self.job
+        return ProcessCampaign(
+            job.config,
+            [job.combo],
+            job.device,
+            batch_size=job.batch_size,
+            settings=settings,
+            processes=processes,
+            sources=sources,
+            preheat=preheat,
+        )
 
     def _undecided(self, comparison: Comparison, cut: float | None) -> str | None:
         """Why a step cannot decide yet, or None where it can."""
