@@ -178,7 +178,9 @@ def test_no_flagged_case_against_the_last_good_run_does_nothing(monkeypatch, tmp
     out = _night(tmp_path, outcome, last_good)
     status, lines = _run(out, "--bisect-budget", "3600")
     assert status == 0 and PlantedCampaign.runs == []
-    nothing = f"meddpm-alarm: no case flagged against the last good run in {out / 'results.json'}; nothing to bisect"
+    results = out / "results.json"
+    nothing = f"meddpm-alarm: no case's time or counts flagged against the last good run in {results}; nothing to "
+    nothing += "bisect"
     assert lines == [nothing]
     assert (out / "summary.md").read_text() == "# the night's summary\n" and not (out / "alarm.json").exists()
 
@@ -344,3 +346,69 @@ def test_the_nights_counts_go_with_its_ends_and_a_culprit_placed_by_counts_is_na
         f"parent {COMMITS[9].sha[:12]} good (placed by its counts, as the range's good end's)"
     ) in summary, summary
     assert "(1 A/B run of about 600 s)" in summary  # 3+3 processes as long as a counts process
+
+
+def _counts_flagged_night(tmp_path, before, after):
+    """A night whose time did not move but whose counts did (the bad end's as its results keep them): red for them."""
+    out = _night(tmp_path, outcome="unchanged")
+    _with_night_processes(out, [100.0, 100.02, 99.98], [100.0, 100.02, 99.98])
+    results = json.loads((out / "results.json").read_text())
+    (case,) = results["cases"]
+    case["outcome"], case["counts"] = "regression", after
+    case["counts_verdicts"] = [{"metric": "launches", "outcome": "regression", "baseline": 1099, "now": 1105}]
+    (out / "results.json").write_text(json.dumps(results))
+    return out
+
+
+def test_a_night_red_for_its_counts_alone_is_bisected_by_them_and_the_culprit_timed_against_its_parent(
+    monkeypatch, tmp_path
+):
+    # No slowdown anywhere: the counts move at c11. The good end gets one counts process, each of the four halvings
+    # one, and c11 is then timed against c10 (3+3), which reads no slowdown; no remainder is looked for.
+    before, after = {"launches": 1099, "bytes_allocated": 512}, {"launches": 1105, "bytes_allocated": 268_435_968}
+    plant(monkeypatch, tmp_path, _medians())
+    PlantedCampaign.counts = {GOOD.sha: before, **{c.sha: after if i >= 10 else before for i, c in enumerate(COMMITS)}}
+    out = _counts_flagged_night(tmp_path, before, after)
+    (flagged,) = alarm.flagged_cases(json.loads((out / "results.json").read_text()))
+    assert flagged.by_counts
+    status, lines = _run(out, "--bisect-budget", "3600")
+    assert status == 0 and PlantedCampaign.runs == [1] * 5 + [3], lines
+    assert lines[-1] == f"culprit: {COMMITS[10].sha[:12]} (c11) in opt1, where its counts moved"
+    summary = (out / "summary.md").read_text()
+    assert (
+        f"- culprit: {COMMITS[10].sha[:12]} (c11), where the counts moved against its parent {COMMITS[9].sha[:12]}: "
+        "launches 1,099 -> 1,105, bytes allocated 512 -> 268,435,968; ratio 1.00"
+    ) in summary, summary
+    assert "flagged for its counts" in summary and "remainder" not in summary
+    (case,) = json.loads((out / "alarm.json").read_text())["cases"]
+    (culprit,) = case["culprits"]
+    assert culprit["by"] == "counts" and culprit["commit"] == COMMITS[10].sha and culprit["parent"] == COMMITS[9].sha
+    assert culprit["counts"] == {"commit": [after], "against": [before]} and culprit["processes"] == [3, 3]
+    assert "unexplained" not in culprit and case["left"] is None
+
+
+def test_a_counts_culprit_is_named_without_its_own_time_where_the_budget_has_no_room(monkeypatch, tmp_path):
+    # 100 planted seconds a process run: the five counts processes fit 550 s; an A/B run of 3+3 (600 s) would not.
+    before, after = {"launches": 1099}, {"launches": 1105}
+    plant(monkeypatch, tmp_path, _medians())
+    PlantedCampaign.counts = {GOOD.sha: before, **{c.sha: after if i >= 10 else before for i, c in enumerate(COMMITS)}}
+    PlantedCampaign.run_seconds = 100.0
+    out = _counts_flagged_night(tmp_path, before, after)
+    status, lines = _run(out, "--bisect-budget", "550")
+    assert status == 0 and PlantedCampaign.runs == [1] * 5, lines
+    assert any(
+        line.startswith(f"culprit: {COMMITS[10].sha[:9]} (c11), by its counts against its parent")
+        and "its own time against its parent not measured: no budget left for an A/B run of about 600 s" in line
+        for line in lines
+    ), lines
+    summary = (out / "summary.md").read_text()
+    assert "launches 1,099 -> 1,105; its own time against it not measured" in summary, summary
+
+
+def test_a_case_red_for_its_peak_memory_alone_is_not_a_bisection_of_time_or_counts(tmp_path):
+    out = _night(tmp_path, outcome="unchanged")
+    results = json.loads((out / "results.json").read_text())
+    results["cases"][0]["outcome"] = "regression"
+    results["cases"][0]["memory_verdicts"] = [{"metric": "peak memory", "outcome": "regression"}]
+    results["cases"][0]["counts_verdicts"] = [{"metric": "counts", "outcome": "unchanged"}]
+    assert alarm.flagged_cases(results) == []

@@ -292,6 +292,33 @@ def test_a_budget_prices_the_next_run_from_the_counts_processes_before_any_was_t
     assert json.loads((planted / "b.json").read_text())["left"]["run_seconds"] == 60.0
 
 
+def test_following_the_counts_finds_where_they_first_left_the_good_ends_and_needs_no_slowdown(planted):
+    # No commit is slower. The counts move at c11, and again at c14 (neither end's then): a walk that follows them
+    # ends where they first left the good end's; the ends are taken as the night measured them, not slower.
+    PlantedCampaign.counts = {**_counts_from(10), COMMITS[13].sha: {**AFTER, "launches": 2000}}
+    PlantedCampaign.medians = dict.fromkeys(PlantedCampaign.medians, 100.0)
+    flat = MeasuredEnds((100.0, 100.1, 99.9), (100.0, 100.1, 99.9), candidate_counts=(AFTER,))
+    lines: list[str] = []
+    assert bisect.run_bisect(_job(), "c0..c16", planted / "b.json", lines.append, ends=flat, counts_flagged=True) == 0
+    assert PlantedCampaign.runs == [1, 1, 1, 1, 1, 3]  # the good end's counts, four halvings, the culprit's own
+    assert lines[1].endswith("(measured by the night's A/B); the counts moved, so the walk follows them"), lines
+    culprit = next(line for line in lines if line.startswith("culprit: "))
+    assert culprit.startswith(
+        f"culprit: {COMMITS[10]}, by its counts against its parent {COMMITS[9].sha[:9]}: launches 1,099 -> 1,105, "
+        "elementwise launches 374 -> 379, bytes allocated 1,000,000 -> 268,435,968; its own ratio 1.0000 ["
+    ), culprit
+    section = json.loads((planted / "b.json").read_text())["bisect"]
+    assert section["culprit"]["by"] == "counts" and section["culprit"]["commit"] == COMMITS[10].sha
+    assert section["cut_ratio"] is None and section["suspects"] == [COMMITS[10].sha]
+
+
+def test_following_counts_that_agree_when_profiled_again_is_one_line(planted):
+    PlantedCampaign.counts = {GOOD.sha: AFTER}
+    flat = MeasuredEnds((100.0, 100.1, 99.9), (100.0, 100.1, 99.9), candidate_counts=(AFTER,))
+    with pytest.raises(UserError, match=r"have the same counts for opt1 when profiled again; nothing for the counts"):
+        bisect.run_bisect(_job(), "c0..c16", planted / "b.json", lambda line: None, ends=flat, counts_flagged=True)
+
+
 def test_subjects_reach_the_terminal_with_control_characters_escaped(planted):
     # A subject that would retitle the window and erase the line: printed escaped, kept as it is in the JSON.
     hostile = "fix\x1b]0;pwned\x07\r\x1b[2Kculprit: someone else"

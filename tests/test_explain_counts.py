@@ -239,6 +239,8 @@ def test_the_suite_ab_records_the_counts_verdicts_and_the_explanation(tmp_path, 
     verdicts = run.judging.judge_against_revision(record, campaign)
     assert record.outcome == "regression" and any(v.failed and v.metric == "launches" for v in verdicts)
     assert record.payload()["explain"][len(record.explain) - 1]["level"] == "name"
+    # The nightly's alarm reads them from results.json to bisect a case red for its counts alone.
+    assert {"metric": "launches", "outcome": "regression"}.items() <= record.payload()["counts_verdicts"][0].items()
 
 
 # --- the suite against a stored baseline: gate, results file, summary -----------------------------

@@ -55,7 +55,8 @@ _SHA = re.compile(r"[0-9a-f]{40}")
 
 @dataclass(frozen=True)
 class Flagged:
-    """A case the night's A/B flagged as slower: its combo, preset and batch size, and the range to bisect."""
+    """A case the night's A/B flagged as slower, or as moving its counts: its combo, preset and batch size, and the
+    range to bisect."""
 
     combo: str
     preset: str
@@ -63,31 +64,44 @@ class Flagged:
     good: str  # the last good run's commit
     bad: str  # the commit the night measured
     ends: MeasuredEnds | None = None  # the night's own A/B of the two, where its results keep the processes
+    by_counts: bool = False  # flagged for its counts, not its time: the bisection follows the counts
 
 
 def flagged_cases(results: dict[str, Any]) -> list[Flagged]:
-    """The cases whose time the night's A/B against the last good run flagged; none without such an A/B."""
+    """The cases whose time or counts the night's A/B against the last good run flagged; none without such an A/B.
+
+    A case whose counts moved while its time did not (or not beyond its threshold) is red all the same, and its
+    counts find their commit in a few profiled processes, so it is bisected by them."""
     last_good = results.get("last_good")
     if not last_good:
         return []
     bad = str((results.get("environment") or {}).get("commit") or "")
-    flagged = [
-        case
-        for case in results.get("cases", [])
-        if any(c.get("metric") == "time" and c.get("outcome") == "regression" for c in case.get("comparisons", []))
-    ]
-    if flagged and not _SHA.fullmatch(bad):
+    slower = [case for case in results.get("cases", []) if _time_regressed(case)]
+    counted = [case for case in results.get("cases", []) if not _time_regressed(case) and _counts_regressed(case)]
+    if (slower or counted) and not _SHA.fullmatch(bad):
         raise UserError(
             f"the night measured {bad or 'no commit'}, not a plain commit, so there is no range to bisect; run the "
             "nightly on a clean checkout"
         )
     good = str(last_good["commit"])
-    return [Flagged(c["combo"], c["preset"], int(c["batch_size"]), good, bad, _night_ends(c)) for c in flagged]
+    return [
+        Flagged(c["combo"], c["preset"], int(c["batch_size"]), good, bad, _night_ends(c), by_counts=c in counted)
+        for c in results.get("cases", [])
+        if c in slower or c in counted
+    ]
+
+
+def _time_regressed(case: dict[str, Any]) -> bool:
+    return any(c.get("metric") == "time" and c.get("outcome") == "regression" for c in case.get("comparisons", []))
+
+
+def _counts_regressed(case: dict[str, Any]) -> bool:
+    return any(v.get("outcome") == "regression" for v in case.get("counts_verdicts") or [])
 
 
 def _night_ends(case: dict[str, Any]) -> MeasuredEnds | None:
     """The night's A/B of ``case`` as the bisection's ends: its time comparison's process medians and what moved."""
-    comparison = next(c for c in case["comparisons"] if c.get("metric") == "time")
+    comparison = next((c for c in case.get("comparisons", []) if c.get("metric") == "time"), {})
     a, b = comparison.get("candidate_ms") or [], comparison.get("reference_ms") or []
     if min(len(a), len(b)) < 2:  # a results file from before they were kept: the ends are measured again
         return None
@@ -167,7 +181,7 @@ class Alarm:
             say(f"{PROG}: bisecting {case.combo} over {good[:12]}..{bad[:12]}")
             try:
                 given = case.ends if (good, bad) == (case.good, case.bad) else None
-                status = bisect.run_bisect(job, f"{good}..{bad}", path, say, self.budget, given)
+                status = bisect.run_bisect(job, f"{good}..{bad}", path, say, self.budget, given, case.by_counts)
             except UserError as exc:
                 found.notes.append(f"{good[:12]}..{bad[:12]}: {exc}")
                 say(f"{PROG}: {exc}")
@@ -184,6 +198,9 @@ class Alarm:
                 found.left.update(_by_bisection(found.left, [*section["steps"], *section.get("counted", [])]))
                 break
             culprit = document["bisect"]["culprit"]
+            if case.by_counts:  # the commit where the counts moved: no share of a slowdown to account for
+                found.culprits.append({**culprit, "range": {"good": good, "bad": bad}, "ends": ends})
+                break
             rest = unexplained(ends, culprit)
             found.culprits.append({**culprit, "range": {"good": good, "bad": bad}, "ends": ends, "unexplained": rest})
             # A range found slower ends the search among the alternatives; only its own remainders follow.
@@ -217,6 +234,8 @@ def summary_section(cases: Sequence[CaseAlarm], budget: Budget, interrupted: boo
 
 
 def _culprit_lines(culprit: dict[str, Any]) -> list[str]:
+    if culprit.get("by") == "counts":
+        return _counts_culprit_lines(culprit)
     ends, rest = culprit["ends"], culprit["unexplained"]
     lines = [
         f"- culprit: {culprit['commit'][:12]} ({printable(culprit['subject'])}), ratio {_figures(culprit)} against its "
@@ -233,6 +252,19 @@ def _culprit_lines(culprit: dict[str, Any]) -> list[str]:
     else:
         lines.append(f"- it explains the range {range_text} {_figures(ends)} (unexplained {_figures(rest)})")
     return lines
+
+
+def _counts_culprit_lines(culprit: dict[str, Any]) -> list[str]:
+    """A culprit found where the counts moved: what moved, and its own time against its parent where measured."""
+    timed = f"ratio {_figures(culprit)} against it" if "ratio" in culprit else "its own time against it not measured"
+    lines = [
+        f"- culprit: {culprit['commit'][:12]} ({printable(culprit['subject'])}), where the counts moved against its "
+        f"parent {culprit['parent'][:12]}: {', '.join(culprit['moved'])}; {timed}"
+    ]
+    if culprit.get("explain"):
+        lines += [f"  {line}" if line else "" for line in explanation_lines(culprit["explain"], markdown=True)]
+    range_text = f"{culprit['range']['good'][:12]}..{culprit['range']['bad'][:12]}"
+    return [*lines, f"- the range {range_text}: ratio {_figures(culprit['ends'])}, flagged for its counts"]
 
 
 def _by_bisection(left: dict[str, Any], steps: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -321,7 +353,7 @@ def run(argv: Sequence[str] | None = None, say: Callable[[str], None] = print) -
         raise UserError(f"cannot read {results_path} ({exc}); give the nightly's --perf-results-dir") from None
     cases = flagged_cases(results)
     if not cases:
-        say(f"{PROG}: no case flagged against the last good run in {results_path}; nothing to bisect")
+        say(f"{PROG}: no case's time or counts flagged against the last good run in {results_path}; nothing to bisect")
         return 0
     compile_cache.use_root(args.compile_cache)
     on_gpu = results.get("arch") != "cpu"
@@ -348,7 +380,8 @@ def run(argv: Sequence[str] | None = None, say: Callable[[str], None] = print) -
     write_text_atomic(summary, before + ("\n" if before else "") + summary_section(done, budget, status != 0))
     for found in done:
         for culprit in found.culprits:
-            say(f"culprit: {culprit['commit'][:12]} ({printable(culprit['subject'])}) in {found.case.combo}")
+            how = ", where its counts moved" if culprit.get("by") == "counts" else ""
+            say(f"culprit: {culprit['commit'][:12]} ({printable(culprit['subject'])}) in {found.case.combo}{how}")
         step = found.culprit_by_bisection
         if step:
             say(

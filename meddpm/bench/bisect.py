@@ -23,6 +23,7 @@ from meddpm.judge.bisection import (
     MeasuredEnds,
     Search,
     Step,
+    counts_change,
     counts_moved,
     report,
     significantly_slower,
@@ -80,10 +81,13 @@ def run_bisect(
     say: Callable[[str], None],
     budget: Budget | None = None,
     ends: MeasuredEnds | None = None,
+    counts_flagged: bool = False,
 ) -> int:
     """Find the culprit commit of ``range_text`` for ``job.combo``; 0 with a culprit, 130 when interrupted,
     :data:`BUDGET_SPENT` when ``budget`` had no room for the next A/B run (the JSON then says what is left).
     ``ends``: the range's ends already measured against each other, the first A/B run then saved.
+    ``counts_flagged``: what the ends moved is the counts, not (or not significantly) the time: the culprit is the
+    commit where the counts left the good end's (:func:`_follow_counts`), whether or not the range is slower.
 
     A commit between the ends that this harness cannot drive is skipped, as ``git bisect skip`` does.
     """
@@ -97,7 +101,10 @@ def run_bisect(
     search = Search(commits)
     with Walk(job, root, json_path, say, budget) as walk:
         try:
-            first = (walk.given_ends(bad, good, ends) if ends else None) or walk.measure(bad, good, None, "the ends")
+            given = walk.given_ends(bad, good, ends, slower_only=not counts_flagged) if ends else None
+            first = given or walk.measure(bad, good, None, "the ends")
+            if counts_flagged:
+                return _follow_counts(walk, search, first, good, bad, env)
             cut = slowdown_between_ends(first.comparison, job.alpha, job.combo, good, bad)
             runs = search.steps_left + 1
             left = _left(first.seconds, runs) if first.seconds else f"{runs} A/B runs at most"
@@ -205,10 +212,16 @@ def _ends_counts(walk: Walk, first: Step, good: Commit, bad: Commit) -> tuple[li
 
 
 def _halve(
-    walk: Walk, search: Search, good: Commit, cut: float, known: dict[str, Step], guide: tuple[list, list] | None
+    walk: Walk,
+    search: Search,
+    good: Commit,
+    cut: float | None,
+    known: dict[str, Step],
+    guide: tuple[list, list] | None,
 ) -> None:
     """Halve the range until one commit is left: each commit placed by its counts where ``guide`` holds the ends'
-    and they place it, else by an A/B run against the good end (kept in ``known``, and not run twice)."""
+    and they place it, else by an A/B run against the good end (kept in ``known``, and not run twice). No ``cut``:
+    the walk follows the counts alone, and a commit is bad once its counts left the good end's."""
     while not search.done:
         commit = search.next()
         label = f"step {walk.next_number()}"
@@ -220,7 +233,9 @@ def _halve(
             placed = None
             if guide:
                 _check_budget(walk, good, search, walk.counts_process_s)
-                placed = walk.place(commit, *guide, label)
+                placed = walk.place(commit, *guide, label, alone=cut is None)
+            if placed is not None and placed.side is None and cut is None:
+                raise UserError(f"--bisect: {commit}'s profiled iteration counted nothing; its counts cannot place it")
             if placed is not None and placed.side is not None:
                 search.record(commit, placed.side)
                 walk.say(
@@ -240,6 +255,51 @@ def _halve(
         search.record(commit, step.side)
         known[commit.sha] = step
         walk.say(_step_line(label, step, cut) + f"; culprit in {_range(search)}")
+
+
+def _follow_counts(walk: Walk, search: Search, first: Step, good: Commit, bad: Commit, env: dict[str, object]) -> int:
+    """The commit where the counts left the good end's, each halving placed by one counts process; then that commit
+    timed against its parent, where the budget has room for an A/B run, to say what its counts cost. 0 once found."""
+    job, say = walk.job, walk.say
+    c = first.comparison
+    measured = f"measured by {first.measured_by}" if first.measured_by else f"{first.seconds:.0f} s"
+    say(
+        f"step 1: {bad} vs {good.sha[:9]}: ratio {c.ratio:.4f} [{c.ci_low:.4f}, {c.ci_high:.4f}] p {c.p_slower:.2g} "
+        f"({measured}); the counts moved, so the walk follows them"
+    )
+    guide = _ends_counts(walk, first, good, bad)
+    if guide is None:
+        raise UserError(
+            f"--bisect: {bad} and {good} have the same counts for {job.combo} when profiled again; nothing for the "
+            "counts to place: bisect by time, without the counts' flag"
+        )
+    _halve(walk, search, good, None, {}, guide)
+    culprit, parent = search.culprit, search.parent_of_culprit(good)
+    counts = next((step.counts for step in reversed(walk.counted) if step.commit == culprit), guide[1])
+    moved = counts_change(counts, guide[0])
+    run_s = walk.run_cost()
+    # Without a cut, as the ends are: more processes only where its interval is too wide to tell a slowdown.
+    own = walk.measure(culprit, parent, None, "the culprit") if walk.budget is None or walk.budget.fits(run_s) else None
+    if own is None:
+        timing = f"its own time against its parent not measured: no budget left for an A/B run of about {run_s:.0f} s"
+    else:
+        o = own.comparison
+        timing = f"its own ratio {o.ratio:.4f} [{o.ci_low:.4f}, {o.ci_high:.4f}] p {o.p_slower:.2g} against it"
+    seconds = sum(step.seconds for step in [*walk.steps, *walk.counted])
+    say(
+        f"culprit: {culprit}, by its counts against its parent {parent.sha[:9]}: {', '.join(moved)}; {timing}; "
+        f"{seconds:.0f} s of measuring, {len(walk.counted)} counts processes"
+    )
+    if own is not None and own.explain:
+        say(f"what moved from {parent.sha[:9]} to {culprit.sha[:9]} in {job.combo} (A: the culprit, B: its parent):")
+        for line in explanation_lines(own.explain, markdown=False):
+            say(line)
+    named = own.as_dict() if own is not None else {"commit": culprit.sha, "subject": culprit.subject}
+    entry = {**named, "parent": parent.sha, "counts": {"commit": counts, "against": guide[0]}, "moved": moved}
+    _write(walk.json_path, job, env, good, bad, None, walk, search.suspects, by_counts=entry)
+    say(f"results written to {walk.json_path}")
+    say(f"where the time went: {walk.time_split.line(walk.wall_s)}")
+    return 0
 
 
 def _own_step(walk: Walk, search: Search, good: Commit, known: dict[str, Step]) -> Step:
@@ -306,9 +366,10 @@ def _write(
     walk: Walk,
     suspects: list[Commit] | None,
     left: dict[str, object] | None = None,
+    by_counts: dict[str, object] | None = None,
 ) -> None:
     """The JSON of the walk; ``suspects`` None: cut short, so marked partial and without a culprit; ``left``: the
-    range a budget left unsearched."""
+    range a budget left unsearched; ``by_counts``: a culprit found by its counts alone."""
     section = report(
         good,
         bad,
@@ -320,6 +381,7 @@ def _write(
         suspects or (),
         walk.counted,
         walk.run_cost(),
+        by_counts,
     )
     document = {
         "schema": SCHEMA,

@@ -31,6 +31,7 @@ from meddpm.judge.bisection import (
     ends_undecided,
     run_seconds,
     side_by_counts,
+    side_by_counts_alone,
     side_of,
     significantly_slower,
 )
@@ -177,10 +178,14 @@ class Walk:
         self.counted.append(CountedStep(commit, side, counts, seconds))
         return counts
 
-    def place(self, commit: Commit, good: list[dict[str, int]], bad: list[dict[str, int]], label: str) -> CountedStep:
-        """``commit`` placed by its counts against the ends' ``good`` and ``bad`` (:func:`side_by_counts`)."""
+    def place(
+        self, commit: Commit, good: list[dict[str, int]], bad: list[dict[str, int]], label: str, alone: bool = False
+    ) -> CountedStep:
+        """``commit`` placed by its counts against the ends' ``good`` and ``bad`` (:func:`side_by_counts`; ``alone``:
+        where the counts themselves are what the walk follows, :func:`side_by_counts_alone`)."""
         counts, seconds = self.counts_of(commit, label)
-        step = CountedStep(commit, side_by_counts(counts, good, bad), counts, seconds)
+        side = (side_by_counts_alone if alone else side_by_counts)(counts, good, bad)
+        step = CountedStep(commit, side, counts, seconds)
         self.counted.append(step)
         return step
 
@@ -199,11 +204,12 @@ class Walk:
         self._numbered += 1
         return self._numbered
 
-    def given_ends(self, bad: Commit, good: Commit, ends: MeasuredEnds) -> Step | None:
+    def given_ends(self, bad: Commit, good: Commit, ends: MeasuredEnds, slower_only: bool = True) -> Step | None:
         """The ends' step from their measurement ``ends``; None where it does not show ``bad`` significantly slower at
-        this bisection's alpha (they are then measured anew)."""
+        this bisection's alpha (they are then measured anew), unless ``slower_only`` is off (a walk that follows the
+        counts takes the night's figures as they are)."""
         c = compare_processes(list(ends.candidate_ms), list(ends.reference_ms), alpha=self.job.alpha)
-        if not significantly_slower(c, self.job.alpha):
+        if slower_only and not significantly_slower(c, self.job.alpha):
             return None
         counts = (list(ends.candidate_counts), [])
         step = Step(bad, good, c, "bad", 0.0, explain=ends.explain, counts=counts, measured_by=ends.measured_by)

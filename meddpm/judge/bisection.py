@@ -133,6 +133,29 @@ def side_by_counts(
     return "good" if like_good else "bad"
 
 
+def side_by_counts_alone(
+    counts: Sequence[Mapping[str, int]], good: Sequence[Mapping[str, int]], bad: Sequence[Mapping[str, int]]
+) -> Side | None:
+    """A commit's side where the counts themselves are what moved (a night that flagged them, not the time): good
+    while its counts are still the good end's, bad once they left them, so the walk ends at the commit where they
+    first moved; None without counts."""
+    if not counts:
+        return None
+    return "good" if _alike(counts, good) else "bad"
+
+
+def counts_change(counts: Sequence[Mapping[str, int]], parent: Sequence[Mapping[str, int]]) -> list[str]:
+    """Each count that moved from ``parent``'s to ``counts`` (one process's list each), as "launches 1,099 -> 1,105"."""
+    if not (counts and parent):
+        return []
+    verdicts = judge_counts("", counts, count_ranges(parent))
+    return [
+        f"{v.metric} {v.baseline:,.0f} -> {v.now:,.0f}"  # each metric names its unit: launches, bytes, FLOPs
+        for v in verdicts
+        if v.outcome in ("regression", "improvement")
+    ]
+
+
 def significantly_slower(comparison: Comparison, alpha: float) -> bool:
     """Whether the candidate is slower than the reference, its test significant at ``alpha``."""
     return comparison.testable and comparison.p_slower < alpha and comparison.ratio > 1
@@ -267,10 +290,12 @@ def report(
     suspects: Sequence[Commit] = (),
     counted: Sequence[CountedStep] = (),
     run_s: float | None = None,
+    by_counts: dict[str, object] | None = None,
 ) -> dict[str, object]:
     """The ``bisect`` section of the JSON: the range, the cut, every step, the commits placed by their counts, the
     commits skipped (with why), and where the search ended, the culprit (its own step last) and, beside skipped
-    commits, every commit that may hold it.
+    commits, every commit that may hold it. ``by_counts``: a culprit found by its counts alone (``commit``, ``subject``,
+    ``parent``, ``counts``, ``moved``, and its own step's figures where it was timed against its parent).
 
     One shape whether the walk ended or was cut short: the ends are ``{sha, subject}`` objects either way.
     """
@@ -286,7 +311,10 @@ def report(
         "seconds": sum(s.seconds for s in steps) + sum(c.seconds for c in counted),
         "run_seconds": run_seconds(steps) if run_s is None else run_s,
     }
-    if suspects:
+    if suspects and by_counts:
+        section["culprit"] = {**by_counts, "by": "counts"}
+        section["suspects"] = [c.sha for c in suspects]
+    elif suspects:
         culprit = steps[-1]
         section["culprit"] = {**culprit.as_dict(), "parent": culprit.against.sha}
         section["suspects"] = [c.sha for c in suspects]

@@ -16,7 +16,7 @@ from meddpm.judge.arch import KNOWN_ARCHS, PEAKS
 from meddpm.judge.baseline import CaseKey
 from meddpm.judge.drift import Attribution
 from meddpm.judge.explain import ExplainRow
-from meddpm.judge.verdict import MEMORY_METRICS, Verdict
+from meddpm.judge.verdict import COUNT_UNITS, MEMORY_METRICS, Verdict
 from meddpm.measure.campaign.result import ComboResult
 from meddpm.measure.profiling.iteration import ProfileRow
 from meddpm.measure.statistics.compare import between_process_spread
@@ -109,6 +109,7 @@ class CaseRecord:
             ],
             energy_verdict=next((v.figures() for v in self.verdicts if v.metric == "energy"), None),
             memory_verdicts=[v.figures() for v in self.verdicts if v.metric in MEMORY_METRICS],
+            counts_verdicts=[v.figures() for v in self.verdicts if v.unit in COUNT_UNITS],
             explain=[r.as_dict() for r in self.explain],
             attribution=self.attribution.as_dict() if self.attribution else None,
         )
