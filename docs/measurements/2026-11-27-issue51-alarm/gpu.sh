@@ -8,6 +8,8 @@
 #            NIGHT_PROCESSES to change it, until 1 % is detectable); exit status 1 where a case is slower
 #   alarm    the workflow's next step: python -m meddpm.bench.alarm on the night's results, within BUDGET seconds
 #            (ALARM_ARGS: more of its options, e.g. --processes 2)
+#   bisect   a bisection on its own, as a user runs it: meddpm-bench --bisect c00..main --combos fast, 3+3
+#            processes a step, no budget (its ends measured by an A/B run of its own)
 # Logs and results under /tmp/night-out (kept between calls on a warm machine), copied to OUT as night-logs.tar.gz.
 set -u
 OUT=$1
@@ -39,6 +41,7 @@ for stage in "$@"; do
     night) timed night "${night[@]}" --perf-processes="${NIGHT_PROCESSES:-3}" --perf-until-detectable=0.01 --compare-to=last-good \
              --perf-results-dir="$logs/night" ;;
     alarm) timed alarm python3 -m meddpm.bench.alarm "$logs/night" --bisect-budget "${BUDGET:-420}" ${ALARM_ARGS:-} ;;
+    bisect) timed bisect python3 -m meddpm --bisect c00..main --combos fast --processes 3 --json "$logs/bisect.json" ;;
     *) echo "unknown stage $stage" ;;
   esac
   tar -czf "$OUT/night-logs.tar.gz" -C "$logs" .  # after every stage: a call cut short keeps what it had

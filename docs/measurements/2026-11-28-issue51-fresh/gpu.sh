@@ -4,8 +4,9 @@
 # call carries): a first call unpacks the bytecode, the next the Inductor part and measures.
 #   bytecode-out  pack the cache's Python bytecode (its pycache folder) into OUT/pycache.txz.part-* (15 MiB parts)
 #   bytecode-in   unpack the carried .gpu-cache/pycache.txz.part-* into the cache folder
-#   night-good, night, alarm   the stages good, night and alarm of ../2026-11-27-issue51-alarm/gpu.sh (LAST and
-#                 PLANT_AT: the scratch night's length and its plant, night_history.py)
+#   night-good, night, alarm, bisect   the stages good, night, alarm and bisect of
+#                 ../2026-11-27-issue51-alarm/gpu.sh (LAST and PLANT_AT: the scratch night's length and its plant,
+#                 night_history.py)
 # Every other stage is ../2026-11-27-issue51-cost/gpu.sh's (restore, suite, one, pr, nightly, keep, ...).
 set -u
 OUT=$1
@@ -21,7 +22,7 @@ for stage in "$@"; do
     bytecode-in) bytecode_in=1 ;;  # first, whatever the order given
     bytecode-out) bytecode_out=1 ;;  # last
     night-good) night+=(good) ;;
-    night|alarm) night+=("$stage") ;;
+    night|alarm|bisect) night+=("$stage") ;;
     *) cost+=("$stage") ;;
   esac
 done
