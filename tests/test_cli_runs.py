@@ -338,7 +338,7 @@ def test_a_run_interrupted_in_its_rounds_writes_the_rounds_done_marked_partial(
 ):
     monkeypatch.setattr(FakeCampaign, "interrupt_after_round", 2)
     appended = []
-    monkeypatch.setattr("meddpm.bench.cli.append_results", lambda *args: appended.append(args) or "appended")
+    monkeypatch.setattr("meddpm.history.append.append_results", lambda *args: appended.append(args) or "appended")
     out = tmp_path / "r.json"
     args = ["--device", "cpu", "--combos", "baseline,opt2", "--iters", "5", "--history", str(tmp_path / "h.db")]
     assert main([*args, "--json", str(out)]) == 130

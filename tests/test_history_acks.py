@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from meddpm.history.cli import main
-from meddpm.history.last_good import last_good
+from meddpm.history.last_good_lookup import last_good
 from meddpm.history.simulation import simulate, simulated_documents
 
 MEASUREMENTS = Path(__file__).resolve().parent.parent / "docs" / "measurements"

@@ -187,7 +187,7 @@ def _corrupt_lines(first_case: int) -> list[str]:
 
 @pytest.fixture
 def corrupt_history(tmp_path):
-    from meddpm.history.last_good import last_good  # noqa: F401 - imported before the rows are edited
+    from meddpm.history.last_good_lookup import last_good  # noqa: F401 - imported before the rows are edited
 
     files = write_runs(tmp_path / "runs", 6)
     for night, file in enumerate(files):
@@ -222,7 +222,7 @@ def test_importing_from_a_database_with_corrupt_rows_takes_the_rest(tmp_path, ca
 
 
 def test_the_last_good_lookup_reads_past_corrupt_rows(capsys, corrupt_history):
-    from meddpm.history.last_good import last_good
+    from meddpm.history.last_good_lookup import last_good
 
     db, lines = corrupt_history
     capsys.readouterr()

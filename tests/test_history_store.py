@@ -29,11 +29,11 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
 from meddpm.errors import UserError
-from meddpm.history.append import history_target
 from meddpm.history.documents import run_from_document
 from meddpm.history.models import Base, Run
 from meddpm.history.simulation import simulate, simulated_documents
-from meddpm.history.store import HistoryStore, resolve_target
+from meddpm.history.store import HistoryStore
+from meddpm.history.target import history_target, resolve_target
 
 
 def documents(nights: int, seed: int = 0, arch: str = "h200") -> list[dict]:
@@ -370,6 +370,17 @@ def test_a_path_is_still_a_path(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert history_target("./odd:name.sqlite") == "./odd:name.sqlite" and (tmp_path / "odd:name.sqlite").exists()
     assert history_target("sqlite:///rel.sqlite") and (tmp_path / "rel.sqlite").exists()
+
+
+def test_a_run_that_keeps_no_history_does_not_import_the_database_stack():
+    # SQLAlchemy, Alembic and ruptures took about 2 s of a GPU machine's bench process before its first round.
+    script = (
+        "import sys; import meddpm.bench.cli, meddpm.suite.plugin; "
+        "print(sorted(m for m in ('sqlalchemy', 'alembic', 'ruptures') if m in sys.modules))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "MEDDPM_HISTORY"}
+    shown = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+    assert shown.stdout.strip() == "[]", shown.stdout + shown.stderr
 
 
 def test_a_read_only_history_of_an_older_schema_is_one_line(tmp_path, monkeypatch):

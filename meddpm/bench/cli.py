@@ -22,10 +22,10 @@ from meddpm.bench import extras as bench_extras
 from meddpm.bench import processes as bench_processes
 from meddpm.bench.output import say, say_gpu_state
 from meddpm.errors import UserError, run_command
-from meddpm.history.append import append_results, history_target
 from meddpm.history.results import RunHeader
-from meddpm.history.store import DEFAULT_DB as HISTORY_DB
-from meddpm.history.store import ENV_VAR as HISTORY_ENV_VAR
+from meddpm.history.target import DEFAULT_DB as HISTORY_DB
+from meddpm.history.target import ENV_VAR as HISTORY_ENV_VAR
+from meddpm.history.target import history_target
 from meddpm.judge.arch import detect_arch
 from meddpm.measure.campaign import inputs
 from meddpm.measure.campaign.interleaved import Campaign, ComboResult
@@ -370,6 +370,8 @@ def run(argv: Sequence[str] | None = None) -> int:
 
 def _append_history(target: str, json_path: Path, args: argparse.Namespace) -> None:
     """Append the run to the history; a failure is one line, and the JSON stays as written."""
+    from meddpm.history.append import append_results  # the store's imports, only for a run that keeps a history
+
     try:
         say(append_results(target, json_path, vars(args), PROG))
     except (UserError, OSError) as exc:

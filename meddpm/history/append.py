@@ -18,21 +18,10 @@ import torch
 
 from meddpm.history.documents import run_from_document
 from meddpm.history.results import RESULTS_KINDS
-from meddpm.history.store import HistoryStore, resolve_target
+from meddpm.history.store import HistoryStore
 from meddpm.measure.machine.environment import ci_job, commit_subject, git_output
 from meddpm.measure.machine.nvml import open_gpu
 from meddpm.versioned.loader import read_json
-
-
-def history_target(given: str | None, default: str | None = None) -> str | None:
-    """The database a run appends to (``given``, else ``$MEDDPM_HISTORY``, else ``default``; None: none).
-
-    It is opened (created, migrated) now, so a bad path or URL stops the run before it measures.
-    """
-    target = resolve_target(given, default)
-    if target is not None:
-        HistoryStore.open(target).close()
-    return target
 
 
 def append_results(target: str, results: Path, options: Mapping[str, Any], source: str) -> str:

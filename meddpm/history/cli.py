@@ -21,7 +21,8 @@ from meddpm.history.html_parts import CommitLinks, page
 from meddpm.history.importer import expand, read_files, store_found
 from meddpm.history.models import Run
 from meddpm.history.series import case_frame, environment_changes
-from meddpm.history.store import DEFAULT_DB, ENV_VAR, HistoryStore, database_url, resolve_target
+from meddpm.history.store import HistoryStore, database_url
+from meddpm.history.target import DEFAULT_DB, ENV_VAR, resolve_target
 from meddpm.measure.campaign.inputs import writable_file
 
 PROG = "meddpm-history"

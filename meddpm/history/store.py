@@ -33,9 +33,8 @@ from sqlalchemy.orm import Session
 from meddpm.errors import UserError, first_line
 from meddpm.history.models import Acknowledgement, Run
 from meddpm.history.rows import read_runs
+from meddpm.history.target import DEFAULT_DB
 
-ENV_VAR = "MEDDPM_HISTORY"
-DEFAULT_DB = "perf-history.sqlite"
 MIGRATIONS = Path(__file__).with_name("migrations")
 # Seconds an SQLite writer waits for another one to finish: an import of a whole artifact takes a second or two.
 _BUSY_TIMEOUT_S = 120
@@ -43,17 +42,6 @@ _BUSY_TIMEOUT_S = 120
 _QUIET_WAIT_S = 1.0
 # PostgreSQL advisory-lock key ("medd") that serialises migrations between runners opening one server at once.
 _MIGRATION_LOCK = 0x6D656464
-
-
-def resolve_target(given: str | None, default: str | None = DEFAULT_DB) -> str | None:
-    """The database to use: ``given`` (an option's value), else ``$MEDDPM_HISTORY``, else ``default``.
-
-    Empty values count as not given, so a workflow can pass an unset secret through unchanged.
-    """
-    for value in (given, os.environ.get(ENV_VAR)):
-        if value and value.strip():
-            return value.strip()
-    return default
 
 
 # A URL's scheme: two characters or more, so that a Windows drive ("C:") stays a path. A file whose name

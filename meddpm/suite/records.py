@@ -21,7 +21,6 @@ import torch
 
 from meddpm.atomic import write_json_atomic, write_text_atomic
 from meddpm.errors import UserError
-from meddpm.history.append import append_results
 from meddpm.history.results import SUITE_RESULTS, RunHeader
 from meddpm.judge.verdict import Verdict
 from meddpm.measure.machine.environment import environment
@@ -125,6 +124,8 @@ def append_history(options: SuiteOptions, write_line: Callable[[str], None]) -> 
     A failure is one line and leaves the run's results file as written; importing it later adds the run.
     It is the run's own file, not results.json, which a run sharing the folder may have replaced since.
     """
+    from meddpm.history.append import append_results  # the store's imports, only for a run that keeps a history
+
     results = options.run_results
     try:
         line = append_results(options.history, results, asdict(options), "pytest suite")
