@@ -348,7 +348,7 @@ def test_the_nights_counts_go_with_its_ends_and_a_culprit_placed_by_counts_is_na
     assert "(1 A/B run of about 600 s)" in summary  # 3+3 processes as long as a counts process
 
 
-def _counts_flagged_night(tmp_path, before, after):
+def _counts_flagged_night(tmp_path, after):
     """A night whose time did not move but whose counts did (the bad end's as its results keep them): red for them."""
     out = _night(tmp_path, outcome="unchanged")
     _with_night_processes(out, [100.0, 100.02, 99.98], [100.0, 100.02, 99.98])
@@ -368,7 +368,7 @@ def test_a_night_red_for_its_counts_alone_is_bisected_by_them_and_the_culprit_ti
     before, after = {"launches": 1099, "bytes_allocated": 512}, {"launches": 1105, "bytes_allocated": 268_435_968}
     plant(monkeypatch, tmp_path, _medians())
     PlantedCampaign.counts = {GOOD.sha: before, **{c.sha: after if i >= 10 else before for i, c in enumerate(COMMITS)}}
-    out = _counts_flagged_night(tmp_path, before, after)
+    out = _counts_flagged_night(tmp_path, after)
     (flagged,) = alarm.flagged_cases(json.loads((out / "results.json").read_text()))
     assert flagged.by_counts
     status, lines = _run(out, "--bisect-budget", "3600")
@@ -393,14 +393,12 @@ def test_a_counts_culprit_is_named_without_its_own_time_where_the_budget_has_no_
     plant(monkeypatch, tmp_path, _medians())
     PlantedCampaign.counts = {GOOD.sha: before, **{c.sha: after if i >= 10 else before for i, c in enumerate(COMMITS)}}
     PlantedCampaign.run_seconds = 100.0
-    out = _counts_flagged_night(tmp_path, before, after)
+    out = _counts_flagged_night(tmp_path, after)
     status, lines = _run(out, "--bisect-budget", "550")
     assert status == 0 and PlantedCampaign.runs == [1] * 5, lines
-    assert any(
-        line.startswith(f"culprit: {COMMITS[10].sha[:9]} (c11), by its counts against its parent")
-        and "its own time against its parent not measured: no budget left for an A/B run of about 600 s" in line
-        for line in lines
-    ), lines
+    culprit = f"culprit: {COMMITS[10].sha[:9]} (c11), by its counts against its parent"
+    assert any(line.startswith(culprit) for line in lines), lines
+    assert "its own time against its parent not measured: no budget left for an A/B run of about 600 s" in lines
     summary = (out / "summary.md").read_text()
     assert "launches 1,099 -> 1,105; its own time against it not measured" in summary, summary
 
@@ -412,3 +410,37 @@ def test_a_case_red_for_its_peak_memory_alone_is_not_a_bisection_of_time_or_coun
     results["cases"][0]["memory_verdicts"] = [{"metric": "peak memory", "outcome": "regression"}]
     results["cases"][0]["counts_verdicts"] = [{"metric": "counts", "outcome": "unchanged"}]
     assert alarm.flagged_cases(results) == []
+
+
+def test_a_budget_that_stops_a_counts_walk_gives_the_command_that_follows_them(monkeypatch, tmp_path):
+    # 100 planted seconds a process: the good end's counts and two halvings fit 350 s, a third not.
+    before, after = {"launches": 1099}, {"launches": 1105}
+    plant(monkeypatch, tmp_path, _medians())
+    PlantedCampaign.counts = {GOOD.sha: before, **{c.sha: after if i >= 10 else before for i, c in enumerate(COMMITS)}}
+    PlantedCampaign.run_seconds = 100.0
+    out = _counts_flagged_night(tmp_path, after)
+    status, lines = _run(out, "--bisect-budget", "350")
+    assert status == 0 and PlantedCampaign.runs == [1] * 3, lines
+    summary = (out / "summary.md").read_text()
+    assert (
+        "(4 commit(s); 2 counts processes and 2 A/B runs of about 600 s): meddpm-bench --bisect "
+        f"{COMMITS[7].sha[:12]}..{COMMITS[11].sha[:12]} --combos opt1 --preset tiny --batch-size 1 --follow-counts"
+    ) in summary, summary
+
+
+def test_a_case_red_for_both_its_time_and_its_counts_is_bisected_by_its_time():
+    results = {
+        "last_good": {"commit": GOOD.sha},
+        "environment": {"commit": COMMITS[-1].sha},
+        "cases": [
+            {
+                "combo": "fast",
+                "preset": "paper",
+                "batch_size": 1,
+                "comparisons": [{"metric": "time", "outcome": "regression"}],
+                "counts_verdicts": [{"metric": "launches", "outcome": "regression"}],
+            }
+        ],
+    }
+    (flagged,) = alarm.flagged_cases(results)
+    assert not flagged.by_counts and flagged.ends is None

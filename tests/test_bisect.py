@@ -292,31 +292,97 @@ def test_a_budget_prices_the_next_run_from_the_counts_processes_before_any_was_t
     assert json.loads((planted / "b.json").read_text())["left"]["run_seconds"] == 60.0
 
 
-def test_following_the_counts_finds_where_they_first_left_the_good_ends_and_needs_no_slowdown(planted):
-    # No commit is slower. The counts move at c11, and again at c14 (neither end's then): a walk that follows them
-    # ends where they first left the good end's; the ends are taken as the night measured them, not slower.
-    PlantedCampaign.counts = {**_counts_from(10), COMMITS[13].sha: {**AFTER, "launches": 2000}}
-    PlantedCampaign.medians = dict.fromkeys(PlantedCampaign.medians, 100.0)
-    flat = MeasuredEnds((100.0, 100.1, 99.9), (100.0, 100.1, 99.9), candidate_counts=(AFTER,))
+def _flat_night(counts=(AFTER,)) -> MeasuredEnds:
+    """The night's ends with no slowdown between them, and the bad end's counts as the night profiled them."""
+    return MeasuredEnds((100.0, 100.1, 99.9), (100.0, 100.1, 99.9), candidate_counts=counts)
+
+
+def _follow(planted, lines, **kwargs) -> int:
+    PlantedCampaign.medians = dict.fromkeys(PlantedCampaign.medians, 100.0)  # no commit is slower
+    ends = kwargs.pop("ends", _flat_night())
+    path = planted / "b.json"
+    return bisect.run_bisect(_job(), "c0..c16", path, lines.append, ends=ends, counts_flagged=True, **kwargs)
+
+
+def test_following_the_counts_finds_where_they_first_rose_and_needs_no_slowdown(planted):
+    # Fewer launches from c6 (an improvement, which c8's halving meets), the regression at c11, and more again at c12
+    # (neither end's): the walk ends where the counts first rose beyond the good end's, and names what moved against
+    # c10, the parent, whose own counts it measured.
+    fewer = {**BEFORE, "launches": 1050}
+    PlantedCampaign.counts = {
+        **_counts_from(10),
+        **{c.sha: fewer for c in COMMITS[5:10]},
+        COMMITS[11].sha: {**AFTER, "launches": 2000},
+    }
     lines: list[str] = []
-    assert bisect.run_bisect(_job(), "c0..c16", planted / "b.json", lines.append, ends=flat, counts_flagged=True) == 0
+    assert _follow(planted, lines) == 0
     assert PlantedCampaign.runs == [1, 1, 1, 1, 1, 3]  # the good end's counts, four halvings, the culprit's own
     assert lines[1].endswith("(measured by the night's A/B); the counts moved, so the walk follows them"), lines
     culprit = next(line for line in lines if line.startswith("culprit: "))
-    assert culprit.startswith(
-        f"culprit: {COMMITS[10]}, by its counts against its parent {COMMITS[9].sha[:9]}: launches 1,099 -> 1,105, "
-        "elementwise launches 374 -> 379, bytes allocated 1,000,000 -> 268,435,968; its own ratio 1.0000 ["
+    assert culprit == (
+        f"culprit: {COMMITS[10]}, by its counts against its parent {COMMITS[9].sha[:9]}: launches 1,050 -> 1,105, "
+        "elementwise launches 374 -> 379, bytes allocated 1,000,000 -> 268,435,968; found in 0 s of measuring, 5 "
+        "counts processes"
     ), culprit
+    assert any(line.startswith("its own ratio 1.0000 [") and line.endswith("against its parent") for line in lines)
     section = json.loads((planted / "b.json").read_text())["bisect"]
-    assert section["culprit"]["by"] == "counts" and section["culprit"]["commit"] == COMMITS[10].sha
-    assert section["cut_ratio"] is None and section["suspects"] == [COMMITS[10].sha]
+    found = section["culprit"]
+    assert found["by"] == "counts" and found["commit"] == COMMITS[10].sha and found["parent"] == COMMITS[9].sha
+    assert found["counts"] == {"commit": [AFTER], "against": [fewer]} and found["processes"] == [3, 3]
+    # Its own A/B reads no slowdown: its side says it cannot tell, not "bad".
+    assert found["side"] == section["steps"][-1]["side"] == "ambiguous"
+    assert section["cut_ratio"] is None and section["suspects"] == [COMMITS[10].sha] and "partial" not in section
+
+
+def test_following_the_counts_around_a_skipped_commit_names_both_suspects(planted):
+    PlantedCampaign.counts = _counts_from(10)
+    PlantedCampaign.undrivable = {COMMITS[9].sha: "has no meddpm/ folder"}
+    lines: list[str] = []
+    assert _follow(planted, lines) == 0
+    culprit = next(line for line in lines if line.startswith("culprit: "))
+    assert culprit.startswith(
+        f"culprit: one of 2 commits up to {COMMITS[10]} (the rest skipped), by its counts against the newest good "
+        f"commit {COMMITS[8].sha[:9]}: launches 1,099 -> 1,105"
+    ), culprit
+    assert json.loads((planted / "b.json").read_text())["bisect"]["suspects"] == [c.sha for c in COMMITS[9:11]]
+
+
+def test_following_the_counts_without_the_nights_counts_profiles_both_ends(planted):
+    PlantedCampaign.counts = _counts_from(10)
+    lines: list[str] = []
+    assert _follow(planted, lines, ends=_flat_night(counts=())) == 0
+    assert PlantedCampaign.runs == [1, 1, 1, 1, 1, 1, 3]  # both ends' counts first
+    counted = json.loads((planted / "b.json").read_text())["bisect"]["counted"]
+    assert [(c["subject"], c["side"]) for c in counted[:2]] == [("c16", "bad"), ("c0", "good")]
+
+
+def test_a_budget_stops_a_walk_that_follows_the_counts_with_the_command_that_finishes_it(planted):
+    # 10 planted seconds a run: the good end's counts and two halvings fit 35 s, a third not.
+    PlantedCampaign.counts = _counts_from(10)
+    PlantedCampaign.run_seconds = 10.0
+    lines: list[str] = []
+    assert _follow(planted, lines, budget=walk.Budget(35.0)) == bisect.BUDGET_SPENT
+    assert lines[-1].endswith(
+        "--combos opt1 --preset tiny --batch-size 1 --follow-counts (2 counts processes and 2 A/B runs, about 140 s)"
+    ), lines
+    left = json.loads((planted / "b.json").read_text())["left"]
+    assert left["by_counts"] is True and left["counts_processes"] == 2 and left["runs"] == 2
+
+
+def test_a_culprit_found_by_its_counts_is_written_when_its_timing_is_interrupted(planted):
+    PlantedCampaign.counts = _counts_from(10)
+    PlantedCampaign.interrupt_at = 5  # the good end's counts and four halvings ran; the culprit's own A/B is stopped
+    lines: list[str] = []
+    assert _follow(planted, lines) == 130
+    assert lines[-1] == f"interrupted while timing the culprit; it is in {planted / 'b.json'}, without its own time"
+    found = json.loads((planted / "b.json").read_text())["bisect"]["culprit"]
+    assert found["by"] == "counts" and found["commit"] == COMMITS[10].sha and "ratio" not in found
 
 
 def test_following_counts_that_agree_when_profiled_again_is_one_line(planted):
     PlantedCampaign.counts = {GOOD.sha: AFTER}
-    flat = MeasuredEnds((100.0, 100.1, 99.9), (100.0, 100.1, 99.9), candidate_counts=(AFTER,))
     with pytest.raises(UserError, match=r"have the same counts for opt1 when profiled again; nothing for the counts"):
-        bisect.run_bisect(_job(), "c0..c16", planted / "b.json", lambda line: None, ends=flat, counts_flagged=True)
+        _follow(planted, [])
 
 
 def test_subjects_reach_the_terminal_with_control_characters_escaped(planted):
@@ -356,6 +422,7 @@ def test_bisect_checks_the_ram_before_it_starts_a_worker(monkeypatch, capsys, tm
         (["--bisect", "HEAD~1..HEAD", "--processes", "1"], "--processes must be at least 2 (an A/B needs a spread"),
         (["--bisect", "nope..HEAD"], "--bisect: unknown revision 'nope'; give a commit, branch or tag that git knows"),
         (["--bisect", "HEAD~1..HEAD", "--until-detectable", "0.01"], "--bisect runs A/B steps of its own; drop --unt"),
+        (["--follow-counts"], "--follow-counts steers a bisection; give it with --bisect GOOD..BAD"),
     ],
 )
 def test_bad_bisect_inputs_are_one_line_before_measuring(args, message, capsys, tmp_path):

@@ -296,16 +296,21 @@ def _bisected_lines(found: CaseAlarm) -> list[str]:
 def _finish_command(found: CaseAlarm) -> str:
     """The bench command that bisects what ``found``'s budget or limit left."""
     left, c = found.left or {}, found.case
+    follow = " --follow-counts" if c.by_counts else ""
     return (
         f"meddpm-bench --bisect {left['good'][:12]}..{left['bad'][:12]} --combos {c.combo} --preset {c.preset} "
-        f"--batch-size {c.batch_size}"
+        f"--batch-size {c.batch_size}{follow}"
     )
 
 
 def _left_line(found: CaseAlarm) -> str:
     left, command = found.left or {}, _finish_command(found)
-    if "commits" in left:
+    if "commits" in left and left.get("by_counts"):
+        processes, runs, run_s = left["counts_processes"], left["runs"], left["run_seconds"]
+        cost = f"{left['commits']} commit(s); {processes} counts processes and {runs} A/B runs of about {run_s:.0f} s"
+    elif "commits" in left:
         cost = f"{left['commits']} commit(s); at most {left['runs']} A/B runs of about {left['run_seconds']:.0f} s"
+    if "commits" in left:
         return f"stopped by the budget with the culprit in {left['good'][:12]}..{left['bad'][:12]} ({cost}): {command}"
     return f"not bisected for want of {left['why']}: {left['good'][:12]}..{left['bad'][:12]}, with {command}"
 

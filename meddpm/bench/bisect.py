@@ -1,9 +1,10 @@
 """``meddpm-bench --bisect GOOD..BAD``: the commit that made a combo slower, found by halving the range.
 
 The ends are measured against each other first (or taken from the night's A/B), and a range whose bad end is not
-slower is refused. Each halving is then an A/B run of the commit against the good end, judged with the suite's
-statistics, or, where the ends' counts differ, one profiled process of the commit whose counts place it; the culprit
-is timed against its parent in the end. :mod:`meddpm.judge.bisection` decides; :mod:`meddpm.bench.walk` measures.
+slower is refused, unless the walk follows the counts (``--follow-counts``, or a night red for its counts alone).
+Each halving is then an A/B run of the commit against the good end, judged with the suite's statistics, or, where
+the ends' counts differ, one profiled process of the commit whose counts place it; the culprit is timed against its
+parent in the end. :mod:`meddpm.judge.bisection` decides; :mod:`meddpm.bench.walk` measures.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -24,8 +26,8 @@ from meddpm.judge.bisection import (
     Search,
     Step,
     counts_change,
-    counts_moved,
     report,
+    side_of,
     significantly_slower,
     slowdown_between_ends,
 )
@@ -87,7 +89,8 @@ def run_bisect(
     :data:`BUDGET_SPENT` when ``budget`` had no room for the next A/B run (the JSON then says what is left).
     ``ends``: the range's ends already measured against each other, the first A/B run then saved.
     ``counts_flagged``: what the ends moved is the counts, not (or not significantly) the time: the culprit is the
-    commit where the counts left the good end's (:func:`_follow_counts`), whether or not the range is slower.
+    commit where the counts first rose beyond the good end's (:func:`_follow_counts`), whether or not the range is
+    slower.
 
     A commit between the ends that this harness cannot drive is skipped, as ``git bisect skip`` does.
     """
@@ -110,7 +113,7 @@ def run_bisect(
             left = _left(first.seconds, runs) if first.seconds else f"{runs} A/B runs at most"
             say(f"{_step_line('step 1', first, cut)}; {left}")
             known: dict[str, Step] = {bad.sha: first}
-            guide = _ends_counts(walk, first, good, bad)
+            guide = walk.ends_counts(first, good, bad)
             _halve(walk, search, good, cut, known, guide)
             own = _own_step(walk, search, good, known)
             if guide and not _carries_slowdown(own, cut, job.alpha):
@@ -191,24 +194,7 @@ def from_options(
     if device.type == "cuda":
         torch.cuda.set_device(device)
     job = Bisection(config, combos[0], device, batch, settings, processes)
-    return run_bisect(job, args.bisect, json_path, say)
-
-
-def _ends_counts(walk: Walk, first: Step, good: Commit, bad: Commit) -> tuple[list, list] | None:
-    """The ends' counts (good's, bad's) where they differ, so that counts can place the commits between them; an end
-    whose counts its step did not bring (ends given by the night's A/B keep the bad end's only) gets one profiled
-    process of its own. None where they agree, or neither end was profiled: every halving is then an A/B run."""
-    bad_counts, good_counts = first.counts
-    if not (bad_counts or good_counts):
-        return None
-    if not bad_counts:
-        bad_counts = walk.end_counts(bad, "bad", "the bad end's counts")
-    if not good_counts:
-        good_counts = walk.end_counts(good, "good", "the good end's counts")
-    if not counts_moved(bad_counts, good_counts):
-        return None
-    walk.say("the ends' counts differ: each halving is placed by one profiled process first (docs/bench.md)")
-    return good_counts, bad_counts
+    return run_bisect(job, args.bisect, json_path, say, counts_flagged=args.follow_counts)
 
 
 def _halve(
@@ -232,7 +218,7 @@ def _halve(
         try:
             placed = None
             if guide:
-                _check_budget(walk, good, search, walk.counts_process_s)
+                _check_budget(walk, good, search, walk.counts_process_s, by_counts=cut is None)
                 placed = walk.place(commit, *guide, label, alone=cut is None)
             if placed is not None and placed.side is None and cut is None:
                 raise UserError(f"--bisect: {commit}'s profiled iteration counted nothing; its counts cannot place it")
@@ -258,8 +244,9 @@ def _halve(
 
 
 def _follow_counts(walk: Walk, search: Search, first: Step, good: Commit, bad: Commit, env: dict[str, object]) -> int:
-    """The commit where the counts left the good end's, each halving placed by one counts process; then that commit
-    timed against its parent, where the budget has room for an A/B run, to say what its counts cost. 0 once found."""
+    """The commit where the counts first rose beyond the good end's, each halving placed by one counts process; then
+    that commit timed against its parent, where the budget has room for an A/B run, to say what its counts cost. 0
+    once found, 130 when interrupted while timing it (the culprit is written all the same)."""
     job, say = walk.job, walk.say
     c = first.comparison
     measured = f"measured by {first.measured_by}" if first.measured_by else f"{first.seconds:.0f} s"
@@ -267,36 +254,42 @@ def _follow_counts(walk: Walk, search: Search, first: Step, good: Commit, bad: C
         f"step 1: {bad} vs {good.sha[:9]}: ratio {c.ratio:.4f} [{c.ci_low:.4f}, {c.ci_high:.4f}] p {c.p_slower:.2g} "
         f"({measured}); the counts moved, so the walk follows them"
     )
-    guide = _ends_counts(walk, first, good, bad)
+    guide = walk.ends_counts(first, good, bad, always=True)
     if guide is None:
         raise UserError(
             f"--bisect: {bad} and {good} have the same counts for {job.combo} when profiled again; nothing for the "
-            "counts to place: bisect by time, without the counts' flag"
+            "counts to place: bisect by time, without --follow-counts"
         )
     _halve(walk, search, good, None, {}, guide)
     culprit, parent = search.culprit, search.parent_of_culprit(good)
-    counts = next((step.counts for step in reversed(walk.counted) if step.commit == culprit), guide[1])
-    moved = counts_change(counts, guide[0])
+    counted = {step.commit.sha: step.counts for step in walk.counted}
+    counts, against = counted.get(culprit.sha, guide[1]), counted.get(parent.sha, guide[0])
+    entry = {"commit": culprit.sha, "subject": culprit.subject, "parent": parent.sha}
+    entry.update(counts={"commit": counts, "against": against}, moved=counts_change(counts, against))
+    suspects = search.suspects
+    base = "its parent" if len(suspects) == 1 else "the newest good commit"
+    who = str(culprit) if len(suspects) == 1 else f"one of {len(suspects)} commits up to {culprit} (the rest skipped)"
+    found = f"found in {_measured(walk)}, {len(walk.counted)} counts processes"
+    say(f"culprit: {who}, by its counts against {base} {parent.sha[:9]}: {', '.join(entry['moved'])}; {found}")
     run_s = walk.run_cost()
-    # Without a cut, as the ends are: more processes only where its interval is too wide to tell a slowdown.
-    own = walk.measure(culprit, parent, None, "the culprit") if walk.budget is None or walk.budget.fits(run_s) else None
-    if own is None:
-        timing = f"its own time against its parent not measured: no budget left for an A/B run of about {run_s:.0f} s"
+    if walk.budget is not None and not walk.budget.fits(run_s):
+        say(f"its own time against {base} not measured: no budget left for an A/B run of about {run_s:.0f} s")
     else:
+        try:  # without a cut, as the ends: more processes only where its interval is too wide to tell a slowdown
+            own = walk.measure(culprit, parent, None, "the culprit")
+        except KeyboardInterrupt:
+            _write(walk.json_path, job, env, good, bad, None, walk, suspects, by_counts=entry)
+            say(f"interrupted while timing the culprit; it is in {walk.json_path}, without its own time")
+            return 130
+        own = walk.steps[-1] = replace(own, side=side_of(own.comparison, 1.0))  # slower, faster, or cannot tell
         o = own.comparison
-        timing = f"its own ratio {o.ratio:.4f} [{o.ci_low:.4f}, {o.ci_high:.4f}] p {o.p_slower:.2g} against it"
-    seconds = sum(step.seconds for step in [*walk.steps, *walk.counted])
-    say(
-        f"culprit: {culprit}, by its counts against its parent {parent.sha[:9]}: {', '.join(moved)}; {timing}; "
-        f"{seconds:.0f} s of measuring, {len(walk.counted)} counts processes"
-    )
-    if own is not None and own.explain:
-        say(f"what moved from {parent.sha[:9]} to {culprit.sha[:9]} in {job.combo} (A: the culprit, B: its parent):")
-        for line in explanation_lines(own.explain, markdown=False):
-            say(line)
-    named = own.as_dict() if own is not None else {"commit": culprit.sha, "subject": culprit.subject}
-    entry = {**named, "parent": parent.sha, "counts": {"commit": counts, "against": guide[0]}, "moved": moved}
-    _write(walk.json_path, job, env, good, bad, None, walk, search.suspects, by_counts=entry)
+        say(f"its own ratio {o.ratio:.4f} [{o.ci_low:.4f}, {o.ci_high:.4f}] p {o.p_slower:.2g} against {base}")
+        if own.explain:
+            say(f"what moved from {parent.sha[:9]} to {culprit.sha[:9]} in {job.combo} (A: the culprit, B: {base}):")
+            for line in explanation_lines(own.explain, markdown=False):
+                say(line)
+        entry = {**own.as_dict(), **entry}
+    _write(walk.json_path, job, env, good, bad, None, walk, suspects, by_counts=entry)
     say(f"results written to {walk.json_path}")
     say(f"where the time went: {walk.time_split.line(walk.wall_s)}")
     return 0
@@ -327,21 +320,29 @@ class _BudgetSpent(Exception):
         self.left = left
 
 
-def _check_budget(walk: Walk, good: Commit, search: Search, cost: float | None = None) -> None:
+def _check_budget(walk: Walk, good: Commit, search: Search, cost: float | None = None, by_counts: bool = False) -> None:
     """Raise :class:`_BudgetSpent`, after a line saying what is left, where the walk's next run would overrun its
     budget: an A/B run (what :meth:`Walk.run_cost` says; 0 lets the first the walk measures run), or a counts
-    process of ``cost`` seconds."""
+    process of ``cost`` seconds. ``by_counts``: the walk follows the counts, and so does the command that finishes
+    it (its ends an A/B run, its halvings counts processes, then the culprit's own A/B run)."""
     budget, job, run_s = walk.budget, walk.job, walk.run_cost()
     if budget is None or budget.fits(run_s if cost is None else cost):
         return
     newest_good, oldest_bad = search.parent_of_culprit(good), search.culprit
     count = len(search.suspects)
-    runs = 2 + _halvings(count)  # a bisection of what is left: its ends, its halvings, the culprit against its parent
+    if by_counts:
+        processes, runs = _halvings(count), 2
+        cost_s = processes * walk.counts_process_s + runs * run_s
+        plan = f"{processes} counts processes and {runs} A/B runs, about {cost_s:.0f} s"
+        flag = " --follow-counts"
+    else:  # a bisection of what is left: its ends, its halvings, the culprit against its parent
+        processes, runs = 0, 2 + _halvings(count)
+        plan, flag = f"at most {runs} A/B runs, about {runs * run_s:.0f} s", ""
     walk.say(
         f"budget: {budget.spent:.0f} s of {budget.seconds:.0f} s spent, and an A/B run takes about {run_s:.0f} s: "
         f"stopped with the culprit in {_range(search)} ({count} commit(s)); finish with meddpm-bench --bisect "
         f"{newest_good.sha[:12]}..{oldest_bad.sha[:12]} --combos {job.combo} --preset {job.config.name} --batch-size "
-        f"{job.batch_size} (at most {runs} A/B runs, about {runs * run_s:.0f} s)"
+        f"{job.batch_size}{flag} ({plan})"
     )
     raise _BudgetSpent(
         {
@@ -352,6 +353,7 @@ def _check_budget(walk: Walk, good: Commit, search: Search, cost: float | None =
             "run_seconds": run_s,
             "budget_seconds": budget.seconds,
             "spent_seconds": budget.spent,
+            **({"by_counts": True, "counts_processes": processes} if by_counts else {}),
         }
     )
 
@@ -395,6 +397,10 @@ def _write(
         **({"left": left} if left else {}),
     }
     write_json_atomic(path, document)
+
+
+def _measured(walk: Walk) -> str:
+    return f"{sum(step.seconds for step in [*walk.steps, *walk.counted]):.0f} s of measuring"
 
 
 def _halvings(count: int) -> int:

@@ -114,6 +114,13 @@ def _parser() -> argparse.ArgumentParser:
         f"between them, each step an A/B against GOOD in alternating processes ({bisect.PROCESSES} a side unless "
         "--processes); prints the culprit with its ratio against its parent",
     )
+    p.add_argument(
+        "--follow-counts",
+        action="store_true",
+        help="with --bisect: follow the counts instead of the time (a regression of launches, bytes allocated or "
+        "FLOPs, slower or not): the culprit is the commit where they first rose beyond GOOD's, each halving one "
+        "profiled process, then timed against its parent",
+    )
     compile_cache.add_option(p.add_argument, "--compile-cache")
     p.add_argument(
         cpu_time.OPTION,
@@ -217,6 +224,8 @@ def run(argv: Sequence[str] | None = None) -> int:
     """Parse arguments, measure, print the table and write the JSON; returns the exit code."""
     started = time.perf_counter()
     args = _parser().parse_args(argv)
+    if args.follow_counts and args.bisect is None:
+        raise UserError("--follow-counts steers a bisection; give it with --bisect GOOD..BAD")
     compile_cache.use_root(compile_cache.checked_root(args.compile_cache, "--compile-cache"))
     device = resolve_device(args.device)
     on_gpu = device.type == "cuda"

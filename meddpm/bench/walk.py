@@ -27,6 +27,7 @@ from meddpm.judge.bisection import (
     MeasuredEnds,
     Side,
     Step,
+    counts_moved,
     decided_side,
     ends_undecided,
     run_seconds,
@@ -178,13 +179,32 @@ class Walk:
         self.counted.append(CountedStep(commit, side, counts, seconds))
         return counts
 
+    def ends_counts(
+        self, first: Step, good: Commit, bad: Commit, always: bool = False
+    ) -> tuple[list[dict[str, int]], list[dict[str, int]]] | None:
+        """The ends' counts (good's, bad's) where they differ, so that counts can place the commits between them; an
+        end whose counts its step did not bring (ends given by the night's A/B keep the bad end's only) gets one
+        profiled process of its own. None where they agree, or neither end was profiled (unless ``always``: a walk
+        that follows the counts profiles both): every halving is then an A/B run."""
+        bad_counts, good_counts = first.counts
+        if not (bad_counts or good_counts or always):
+            return None
+        if not bad_counts:
+            bad_counts = self.end_counts(bad, "bad", "the bad end's counts")
+        if not good_counts:
+            good_counts = self.end_counts(good, "good", "the good end's counts")
+        if not counts_moved(bad_counts, good_counts):
+            return None
+        self.say("the ends' counts differ: each halving is placed by one profiled process first (docs/bench.md)")
+        return good_counts, bad_counts
+
     def place(
         self, commit: Commit, good: list[dict[str, int]], bad: list[dict[str, int]], label: str, alone: bool = False
     ) -> CountedStep:
         """``commit`` placed by its counts against the ends' ``good`` and ``bad`` (:func:`side_by_counts`; ``alone``:
         where the counts themselves are what the walk follows, :func:`side_by_counts_alone`)."""
         counts, seconds = self.counts_of(commit, label)
-        side = (side_by_counts_alone if alone else side_by_counts)(counts, good, bad)
+        side = side_by_counts_alone(counts, good) if alone else side_by_counts(counts, good, bad)
         step = CountedStep(commit, side, counts, seconds)
         self.counted.append(step)
         return step

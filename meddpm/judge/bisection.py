@@ -15,6 +15,9 @@ a commit's counts from one profiled process can place it instead: like the bad e
 bad; the other way round, good; like both or neither, it is measured as a halving is (:func:`side_by_counts`). The
 culprit found so is then timed against its parent as any culprit is: where it is not significantly slower by at least
 half the range's slowdown, the counts moved elsewhere than the slowdown, and the range is bisected again by time.
+
+Where the counts are themselves what regressed (a night red for them while its time held), the walk follows them alone
+(:func:`side_by_counts_alone`): a commit is bad once a count rose beyond the good end's, whether or not it is slower.
 """
 
 from __future__ import annotations
@@ -133,15 +136,14 @@ def side_by_counts(
     return "good" if like_good else "bad"
 
 
-def side_by_counts_alone(
-    counts: Sequence[Mapping[str, int]], good: Sequence[Mapping[str, int]], bad: Sequence[Mapping[str, int]]
-) -> Side | None:
-    """A commit's side where the counts themselves are what moved (a night that flagged them, not the time): good
-    while its counts are still the good end's, bad once they left them, so the walk ends at the commit where they
-    first moved; None without counts."""
-    if not counts:
+def side_by_counts_alone(counts: Sequence[Mapping[str, int]], good: Sequence[Mapping[str, int]]) -> Side | None:
+    """A commit's side where the counts themselves are what moved (a night that flagged them, not the time): bad once
+    a count rose beyond the good end's spread, as the counts gate flags it, else good (fewer launches or bytes are no
+    regression), so the walk ends at the commit where the regression first shows; None without counts."""
+    if not (counts and good):
         return None
-    return "good" if _alike(counts, good) else "bad"
+    verdicts = judge_counts("", counts, count_ranges(good))
+    return "bad" if any(v.outcome == "regression" for v in verdicts) else "good"
 
 
 def counts_change(counts: Sequence[Mapping[str, int]], parent: Sequence[Mapping[str, int]]) -> list[str]:
