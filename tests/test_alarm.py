@@ -360,15 +360,21 @@ def _counts_flagged_night(tmp_path, after):
     return out
 
 
+def _counts_at_c11(monkeypatch, tmp_path, before, after, run_seconds=0.0):
+    """No commit slower; the counts move from ``before`` to ``after`` at c11; a night red for them alone."""
+    plant(monkeypatch, tmp_path, _medians())
+    PlantedCampaign.counts = {GOOD.sha: before, **{c.sha: after if i >= 10 else before for i, c in enumerate(COMMITS)}}
+    PlantedCampaign.run_seconds = run_seconds
+    return _counts_flagged_night(tmp_path, after)
+
+
 def test_a_night_red_for_its_counts_alone_is_bisected_by_them_and_the_culprit_timed_against_its_parent(
     monkeypatch, tmp_path
 ):
     # No slowdown anywhere: the counts move at c11. The good end gets one counts process, each of the four halvings
     # one, and c11 is then timed against c10 (3+3), which reads no slowdown; no remainder is looked for.
     before, after = {"launches": 1099, "bytes_allocated": 512}, {"launches": 1105, "bytes_allocated": 268_435_968}
-    plant(monkeypatch, tmp_path, _medians())
-    PlantedCampaign.counts = {GOOD.sha: before, **{c.sha: after if i >= 10 else before for i, c in enumerate(COMMITS)}}
-    out = _counts_flagged_night(tmp_path, after)
+    out = _counts_at_c11(monkeypatch, tmp_path, before, after)
     (flagged,) = alarm.flagged_cases(json.loads((out / "results.json").read_text()))
     assert flagged.by_counts
     status, lines = _run(out, "--bisect-budget", "3600")
@@ -390,10 +396,7 @@ def test_a_night_red_for_its_counts_alone_is_bisected_by_them_and_the_culprit_ti
 def test_a_counts_culprit_is_named_without_its_own_time_where_the_budget_has_no_room(monkeypatch, tmp_path):
     # 100 planted seconds a process run: the five counts processes fit 550 s; an A/B run of 3+3 (600 s) would not.
     before, after = {"launches": 1099}, {"launches": 1105}
-    plant(monkeypatch, tmp_path, _medians())
-    PlantedCampaign.counts = {GOOD.sha: before, **{c.sha: after if i >= 10 else before for i, c in enumerate(COMMITS)}}
-    PlantedCampaign.run_seconds = 100.0
-    out = _counts_flagged_night(tmp_path, after)
+    out = _counts_at_c11(monkeypatch, tmp_path, before, after, run_seconds=100.0)
     status, lines = _run(out, "--bisect-budget", "550")
     assert status == 0 and PlantedCampaign.runs == [1] * 5, lines
     culprit = f"culprit: {COMMITS[10].sha[:9]} (c11), by its counts against its parent"
@@ -415,10 +418,7 @@ def test_a_case_red_for_its_peak_memory_alone_is_not_a_bisection_of_time_or_coun
 def test_a_budget_that_stops_a_counts_walk_gives_the_command_that_follows_them(monkeypatch, tmp_path):
     # 100 planted seconds a process: the good end's counts and two halvings fit 350 s, a third not.
     before, after = {"launches": 1099}, {"launches": 1105}
-    plant(monkeypatch, tmp_path, _medians())
-    PlantedCampaign.counts = {GOOD.sha: before, **{c.sha: after if i >= 10 else before for i, c in enumerate(COMMITS)}}
-    PlantedCampaign.run_seconds = 100.0
-    out = _counts_flagged_night(tmp_path, after)
+    out = _counts_at_c11(monkeypatch, tmp_path, before, after, run_seconds=100.0)
     status, lines = _run(out, "--bisect-budget", "350")
     assert status == 0 and PlantedCampaign.runs == [1] * 3, lines
     summary = (out / "summary.md").read_text()

@@ -241,8 +241,7 @@ def _culprit_lines(culprit: dict[str, Any]) -> list[str]:
         f"- culprit: {culprit['commit'][:12]} ({printable(culprit['subject'])}), ratio {_figures(culprit)} against its "
         f"parent {culprit['parent'][:12]}"
     ]
-    if culprit.get("explain"):
-        lines += [f"  {line}" if line else "" for line in explanation_lines(culprit["explain"], markdown=True)]
+    lines += _explained(culprit)
     range_text = f"{culprit['range']['good'][:12]}..{culprit['range']['bad'][:12]}"
     if rest["significant"]:
         lines.append(
@@ -261,10 +260,16 @@ def _counts_culprit_lines(culprit: dict[str, Any]) -> list[str]:
         f"- culprit: {culprit['commit'][:12]} ({printable(culprit['subject'])}), where the counts moved against its "
         f"parent {culprit['parent'][:12]}: {', '.join(culprit['moved'])}; {timed}"
     ]
-    if culprit.get("explain"):
-        lines += [f"  {line}" if line else "" for line in explanation_lines(culprit["explain"], markdown=True)]
     range_text = f"{culprit['range']['good'][:12]}..{culprit['range']['bad'][:12]}"
-    return [*lines, f"- the range {range_text}: ratio {_figures(culprit['ends'])}, flagged for its counts"]
+    flagged = f"- the range {range_text}: ratio {_figures(culprit['ends'])}, flagged for its counts"
+    return [*lines, *_explained(culprit), flagged]
+
+
+def _explained(step: dict[str, Any]) -> list[str]:
+    """What moved in ``step``'s A/B run, as the summary's indented lines (none where nothing was kept)."""
+    if not step.get("explain"):
+        return []
+    return [f"  {line}" if line else "" for line in explanation_lines(step["explain"], markdown=True)]
 
 
 def _by_bisection(left: dict[str, Any], steps: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -288,9 +293,7 @@ def _bisected_lines(found: CaseAlarm) -> list[str]:
         f"its own ratio against its parent not measured for want of budget (1 A/B run of about "
         f"{left['run_seconds']:.0f} s): {_finish_command(found)}"
     ]
-    if step.get("explain"):
-        lines += [f"  {line}" if line else "" for line in explanation_lines(step["explain"], markdown=True)]
-    return lines
+    return [*lines, *_explained(step)]
 
 
 def _finish_command(found: CaseAlarm) -> str:
