@@ -444,3 +444,17 @@ def test_a_case_red_for_both_its_time_and_its_counts_is_bisected_by_its_time():
     }
     (flagged,) = alarm.flagged_cases(results)
     assert not flagged.by_counts and flagged.ends is None
+
+
+def test_a_counts_culprit_whose_timing_is_interrupted_still_reaches_the_summary(monkeypatch, tmp_path):
+    out = _counts_at_c11(monkeypatch, tmp_path, {"launches": 1099}, {"launches": 1105})
+    PlantedCampaign.interrupt_at = 5  # the good end's counts and four halvings ran; the culprit's own A/B is stopped
+    status, lines = _run(out, "--bisect-budget", "3600")
+    assert status == 130, lines
+    document = json.loads((out / "alarm.json").read_text())
+    assert document["partial"] is True
+    (culprit,) = document["cases"][0]["culprits"]
+    assert culprit["by"] == "counts" and culprit["commit"] == COMMITS[10].sha and "ratio" not in culprit
+    summary = (out / "summary.md").read_text()
+    assert "Interrupted: what follows is what was found before." in summary
+    assert f"- culprit: {COMMITS[10].sha[:12]} (c11), where the counts moved" in summary, summary

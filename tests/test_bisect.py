@@ -374,14 +374,18 @@ def test_a_culprit_found_by_its_counts_is_written_when_its_timing_is_interrupted
     PlantedCampaign.interrupt_at = 5  # the good end's counts and four halvings ran; the culprit's own A/B is stopped
     lines: list[str] = []
     assert _follow(planted, lines) == 130
-    assert lines[-1] == f"interrupted while timing the culprit; it is in {planted / 'b.json'}, without its own time"
-    found = json.loads((planted / "b.json").read_text())["bisect"]["culprit"]
+    assert lines[-2] == f"interrupted while timing the culprit; it is in {planted / 'b.json'}, without its own time"
+    assert lines[-1].startswith("where the time went: ")
+    document = json.loads((planted / "b.json").read_text())
+    found = document["bisect"]["culprit"]
     assert found["by"] == "counts" and found["commit"] == COMMITS[10].sha and "ratio" not in found
+    assert document["partial"] is True
 
 
-def test_following_counts_that_agree_when_profiled_again_is_one_line(planted):
-    PlantedCampaign.counts = {GOOD.sha: AFTER}
-    with pytest.raises(UserError, match=r"have the same counts for opt1 when profiled again; nothing for the counts"):
+@pytest.mark.parametrize("good_counts", [AFTER, {**AFTER, "launches": 2000}], ids=["the same", "fewer at BAD"])
+def test_following_counts_that_did_not_rise_is_one_line(planted, good_counts):
+    PlantedCampaign.counts = {GOOD.sha: good_counts}
+    with pytest.raises(UserError, match=r"counts for opt1 did not rise beyond .*'s when profiled \(the same, fewer"):
         _follow(planted, [])
 
 

@@ -188,6 +188,10 @@ class Alarm:
                 continue
             found.files.append(path.name)
             if status not in (0, bisect.BUDGET_SPENT):
+                section = json.loads(path.read_text())["bisect"]
+                if "culprit" in section:  # found by its counts before its own timing was interrupted
+                    where = {"range": {"good": good, "bad": bad}, "ends": section["steps"][0]}
+                    found.culprits.append({**section["culprit"], **where})
                 raise KeyboardInterrupt  # the walk wrote what it measured; the alarm writes what it found
             document = json.loads(path.read_text())
             ends = document["bisect"]["steps"][0]

@@ -27,6 +27,7 @@ from meddpm.judge.bisection import (
     Step,
     counts_change,
     report,
+    side_by_counts_alone,
     side_of,
     significantly_slower,
     slowdown_between_ends,
@@ -207,7 +208,7 @@ def _halve(
 ) -> None:
     """Halve the range until one commit is left: each commit placed by its counts where ``guide`` holds the ends'
     and they place it, else by an A/B run against the good end (kept in ``known``, and not run twice). No ``cut``:
-    the walk follows the counts alone, and a commit is bad once its counts left the good end's."""
+    the walk follows the counts alone, and a commit is bad once a count rose beyond the good end's."""
     while not search.done:
         commit = search.next()
         label = f"step {walk.next_number()}"
@@ -255,10 +256,11 @@ def _follow_counts(walk: Walk, search: Search, first: Step, good: Commit, bad: C
         f"({measured}); the counts moved, so the walk follows them"
     )
     guide = walk.ends_counts(first, good, bad, always=True)
-    if guide is None:
+    if guide is None or side_by_counts_alone(guide[1], guide[0]) != "bad":
         raise UserError(
-            f"--bisect: {bad} and {good} have the same counts for {job.combo} when profiled again; nothing for the "
-            "counts to place: bisect by time, without --follow-counts"
+            f"--bisect: {bad}'s counts for {job.combo} did not rise beyond {good}'s when profiled (the same, fewer, or "
+            "one end's profile counted nothing); nothing for the counts to find: bisect by time, without "
+            "--follow-counts"
         )
     _halve(walk, search, good, None, {}, guide)
     culprit, parent = search.culprit, search.parent_of_culprit(good)
@@ -278,8 +280,9 @@ def _follow_counts(walk: Walk, search: Search, first: Step, good: Commit, bad: C
         try:  # without a cut, as the ends: more processes only where its interval is too wide to tell a slowdown
             own = walk.measure(culprit, parent, None, "the culprit")
         except KeyboardInterrupt:
-            _write(walk.json_path, job, env, good, bad, None, walk, suspects, by_counts=entry)
+            _write(walk.json_path, job, env, good, bad, None, walk, suspects, by_counts=entry, partial=True)
             say(f"interrupted while timing the culprit; it is in {walk.json_path}, without its own time")
+            say(f"where the time went: {walk.time_split.line(walk.wall_s)}")
             return 130
         own = walk.steps[-1] = replace(own, side=side_of(own.comparison, 1.0))  # slower, faster, or cannot tell
         o = own.comparison
@@ -369,9 +372,11 @@ def _write(
     suspects: list[Commit] | None,
     left: dict[str, object] | None = None,
     by_counts: dict[str, object] | None = None,
+    partial: bool = False,
 ) -> None:
     """The JSON of the walk; ``suspects`` None: cut short, so marked partial and without a culprit; ``left``: the
-    range a budget left unsearched; ``by_counts``: a culprit found by its counts alone."""
+    range a budget left unsearched; ``by_counts``: a culprit found by its counts alone; ``partial``: cut short after
+    its culprit was found (its own time unmeasured)."""
     section = report(
         good,
         bad,
@@ -393,7 +398,7 @@ def _write(
         "processes": job.processes,
         "bisect": section,
         "time_split": {"wall_s": walk.wall_s, "seconds": walk.time_split.seconds},
-        **({"partial": True} if suspects is None else {}),
+        **({"partial": True} if suspects is None or partial else {}),
         **({"left": left} if left else {}),
     }
     write_json_atomic(path, document)

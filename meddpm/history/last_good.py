@@ -29,7 +29,8 @@ LAST_GOOD = "last-good"
 
 @dataclass(frozen=True)
 class LastGood:
-    """The run :func:`last_good` chose: its commit, when and where it ran, and what each case measured.
+    """The run :func:`meddpm.history.last_good_lookup.last_good` chose: its commit, when and where it ran, and what
+    each case measured.
 
     ``medians_ms``: each case's median (the case key, ``preset/combo/b<batch>``, ``/ddp<N>`` for DDP) in ms;
     ``energy_blocks``: the energy blocks of each case that kept some (its first process's, in a run of several).
