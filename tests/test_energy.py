@@ -363,9 +363,10 @@ class WallCard:
 
 def test_a_campaign_measures_energy_in_one_block_per_combo_after_its_rounds(micro, monkeypatch):
     # The whole path on the CPU: counter period, plan, block with the sampler thread, figures. The
-    # assertions hold whatever the machine's speed: the bound covers the sampler's gaps.
+    # assertions hold whatever the machine's speed: the bound covers the sampler's gaps, and windows of any length
+    # may be judged (a span asked of them depends on how evenly a busy machine runs them).
     monkeypatch.setattr("meddpm.measure.campaign.interleaved.open_gpu", lambda device: (WallCard(), ""))
-    soak = SoakPlan(window_s=0.2, max_s=5.0)
+    soak = SoakPlan(window_s=0.0, max_s=5.0)
     settings = CampaignSettings(
         warmup=1, min_rounds=2, max_rounds=2, energy_error=0.25, energy_windows=2, energy_soak=soak
     )

@@ -12,8 +12,8 @@ from test_campaign_runs import block
 
 from meddpm.errors import UserError
 from meddpm.history.documents import run_from_document
-from meddpm.history.last_good import LastGood
 from meddpm.history.last_good_lookup import last_good
+from meddpm.history.last_good_run import LastGood
 from meddpm.history.results import run_description
 from meddpm.history.simulation import simulate, simulated_documents
 from meddpm.history.store import HistoryStore

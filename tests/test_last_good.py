@@ -159,7 +159,7 @@ def test_a_last_good_commit_git_does_not_know_says_it_came_from_the_history(tmp_
 
     from meddpm.bench import processes
     from meddpm.bench.cli import main
-    from meddpm.history.last_good import LastGood
+    from meddpm.history.last_good_run import LastGood
 
     when = datetime.datetime(2026, 11, 20, 3, 0)
     gone = LastGood("f" * 40, 7, when, "cpu", "bench", 3, None, None, None, None, None, None, None, {}, {})

@@ -18,7 +18,7 @@ import torch
 from test_campaign_runs import block, run_of
 
 from meddpm.errors import UserError
-from meddpm.history.last_good import LastGood
+from meddpm.history.last_good_run import LastGood
 from meddpm.judge.ab import ab_cases
 from meddpm.judge.baseline import Tolerances
 from meddpm.judge.verdict import judge_ab

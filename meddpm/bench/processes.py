@@ -27,7 +27,8 @@ import torch
 
 from meddpm.bench.output import say
 from meddpm.errors import UserError
-from meddpm.history.last_good import LastGood, check_known, compare_to_last_good
+from meddpm.history.last_good import check_known, compare_to_last_good
+from meddpm.history.last_good_run import LastGood
 from meddpm.judge.ab import AbCase, ab_cases, side_names
 from meddpm.judge.baseline import CaseKey, Tolerances
 from meddpm.judge.verdict import Verdict

@@ -15,7 +15,7 @@ from typing import Any
 from meddpm.errors import UserError
 from meddpm.history.acks import covered
 from meddpm.history.changepoints import detect
-from meddpm.history.last_good import LastGood
+from meddpm.history.last_good_run import LastGood
 from meddpm.history.models import Acknowledgement, Run
 from meddpm.history.series import TREND_KINDS, case_frame, run_processes
 from meddpm.history.store import HistoryLocked, HistoryStore

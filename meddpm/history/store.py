@@ -33,7 +33,6 @@ from sqlalchemy.orm import Session
 from meddpm.errors import UserError, first_line
 from meddpm.history.models import Acknowledgement, Run
 from meddpm.history.rows import read_runs
-from meddpm.history.target import DEFAULT_DB
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 # Seconds an SQLite writer waits for another one to finish: an import of a whole artifact takes a second or two.
@@ -285,7 +284,7 @@ class HistoryStore:
 
 def _check_sqlite_path(path: Path, create: bool) -> None:
     if path.is_dir():
-        raise UserError(f"{path} is a directory; give the history database a file path such as {path / DEFAULT_DB}")
+        raise UserError(f"{path} is a directory; give the history database a file path, such as {path}/history.sqlite")
     if path.exists():
         # Opening a FIFO waits for a writer forever, deaf to Ctrl-C; a device or socket is no database either.
         if not path.is_file():

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from meddpm.history.last_good import LastGood
+from meddpm.history.last_good_run import LastGood
 from meddpm.judge.ab import ab_cases
 from meddpm.judge.baseline import (
     BaselineFile,

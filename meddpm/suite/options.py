@@ -16,7 +16,8 @@ import torch
 
 from meddpm.atomic import run_stamp, write_target
 from meddpm.errors import UserError
-from meddpm.history.last_good import LAST_GOOD, LastGood, check_known, compare_to_last_good
+from meddpm.history.last_good import LAST_GOOD, check_known, compare_to_last_good
+from meddpm.history.last_good_run import LastGood
 from meddpm.history.target import ENV_VAR as HISTORY_ENV_VAR
 from meddpm.history.target import history_target
 from meddpm.judge.arch import KNOWN_ARCHS, detect_arch, validate_arch
