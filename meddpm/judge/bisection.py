@@ -29,6 +29,7 @@ from typing import Literal
 
 from meddpm.errors import UserError, printable
 from meddpm.judge.counts import count_ranges, judge_counts
+from meddpm.judge.verdict import Verdict
 from meddpm.measure.statistics.compare import Comparison
 
 Side = Literal["bad", "good", "ambiguous"]
@@ -112,10 +113,16 @@ class CountedStep:
         }
 
 
+def _judged(runs: Sequence[Mapping[str, int]], reference: Sequence[Mapping[str, int]]) -> list[Verdict]:
+    """The counts gate's verdicts on ``runs`` against ``reference``'s spread (each a list of processes' counts); none
+    where either side has no counts."""
+    return judge_counts("", runs, count_ranges(reference)) if runs and reference else []
+
+
 def _alike(runs: Sequence[Mapping[str, int]], reference: Sequence[Mapping[str, int]]) -> bool:
     """Whether ``runs``' counts lie within ``reference``'s spread, as the counts gate judges them; never without
     counts on both sides."""
-    verdicts = judge_counts("", runs, count_ranges(reference)) if runs and reference else []
+    verdicts = _judged(runs, reference)
     return len(verdicts) == 1 and verdicts[0].outcome == "unchanged"
 
 
@@ -142,18 +149,15 @@ def side_by_counts_alone(counts: Sequence[Mapping[str, int]], good: Sequence[Map
     regression), so the walk ends at the commit where the regression first shows; None without counts."""
     if not (counts and good):
         return None
-    verdicts = judge_counts("", counts, count_ranges(good))
-    return "bad" if any(v.outcome == "regression" for v in verdicts) else "good"
+    return "bad" if any(v.outcome == "regression" for v in _judged(counts, good)) else "good"
 
 
 def counts_change(counts: Sequence[Mapping[str, int]], parent: Sequence[Mapping[str, int]]) -> list[str]:
-    """Each count that moved from ``parent``'s to ``counts`` (one process's list each), as "launches 1,099 -> 1,105"."""
-    if not (counts and parent):
-        return []
-    verdicts = judge_counts("", counts, count_ranges(parent))
+    """Each count that moved from ``parent``'s to ``counts`` (one process's list each), as "launches 1,099 -> 1,105";
+    none where either has no counts."""
     return [
         f"{v.metric} {v.baseline:,.0f} -> {v.now:,.0f}"  # each metric names its unit: launches, bytes, FLOPs
-        for v in verdicts
+        for v in _judged(counts, parent)
         if v.outcome in ("regression", "improvement")
     ]
 
