@@ -140,13 +140,12 @@ def run_bisect(
             return BUDGET_SPENT
     c = own.comparison
     suspects = search.suspects
-    base = "its parent" if len(suspects) == 1 else "the newest good commit"
+    base = _base(suspects)
     if own.side != "bad":
         say(f"note: {culprit} is not clearly slower than {base}; the slowdown may be spread over several commits")
     figures = f"ratio {c.ratio:.4f} [{c.ci_low:.4f}, {c.ci_high:.4f}] p {c.p_slower:.2g}"
-    seconds = sum(step.seconds for step in [*walk.steps, *walk.counted])
     counted = f", {len(walk.counted)} counts processes" if walk.counted else ""
-    cost = f"{seconds:.0f} s of measuring, {len(walk.steps)} A/B runs{counted}"
+    cost = f"{_measured(walk)}, {len(walk.steps)} A/B runs{counted}"
     if len(suspects) > 1:
         unknown = ", ".join(str(commit) for commit in suspects[:-1])
         say(
@@ -155,10 +154,7 @@ def run_bisect(
         )
     else:
         say(f"culprit: {culprit} {figures} against its parent {parent.sha[:9]}; {cost}")
-    if own.explain:
-        say(f"what moved from {parent.sha[:9]} to {culprit.sha[:9]} in {job.combo} (A: the culprit, B: {base}):")
-        for line in explanation_lines(own.explain, markdown=False):
-            say(line)
+    _say_moved(walk, own, parent, base)
     _write(json_path, job, env, good, bad, cut, walk, suspects)
     say(f"results written to {json_path}")
     say(f"where the time went: {walk.time_split.line(walk.wall_s)}")
@@ -269,7 +265,7 @@ def _follow_counts(walk: Walk, search: Search, first: Step, good: Commit, bad: C
     entry = {"commit": culprit.sha, "subject": culprit.subject, "parent": parent.sha}
     entry.update(counts={"commit": counts, "against": against}, moved=counts_change(counts, against))
     suspects = search.suspects
-    base = "its parent" if len(suspects) == 1 else "the newest good commit"
+    base = _base(suspects)
     who = str(culprit) if len(suspects) == 1 else f"one of {len(suspects)} commits up to {culprit} (the rest skipped)"
     found = f"found in {_measured(walk)}, {len(walk.counted)} counts processes"
     say(f"culprit: {who}, by its counts against {base} {parent.sha[:9]}: {', '.join(entry['moved'])}; {found}")
@@ -287,10 +283,7 @@ def _follow_counts(walk: Walk, search: Search, first: Step, good: Commit, bad: C
         own = walk.steps[-1] = replace(own, side=side_of(own.comparison, 1.0))  # slower, faster, or cannot tell
         o = own.comparison
         say(f"its own ratio {o.ratio:.4f} [{o.ci_low:.4f}, {o.ci_high:.4f}] p {o.p_slower:.2g} against {base}")
-        if own.explain:
-            say(f"what moved from {parent.sha[:9]} to {culprit.sha[:9]} in {job.combo} (A: the culprit, B: {base}):")
-            for line in explanation_lines(own.explain, markdown=False):
-                say(line)
+        _say_moved(walk, own, parent, base)
         entry = {**own.as_dict(), **entry}
     _write(walk.json_path, job, env, good, bad, None, walk, suspects, by_counts=entry)
     say(f"results written to {walk.json_path}")
@@ -402,6 +395,20 @@ def _write(
         **({"left": left} if left else {}),
     }
     write_json_atomic(path, document)
+
+
+def _base(suspects: Sequence[Commit]) -> str:
+    """What the culprit is measured against: its parent, or past commits skipped, the newest good one."""
+    return "its parent" if len(suspects) == 1 else "the newest good commit"
+
+
+def _say_moved(walk: Walk, own: Step, parent: Commit, base: str) -> None:
+    """What moved between the culprit and ``parent`` in its own A/B run, where it kept any."""
+    if own.explain:
+        moved = f"what moved from {parent.sha[:9]} to {own.commit.sha[:9]} in {walk.job.combo}"
+        walk.say(f"{moved} (A: the culprit, B: {base}):")
+        for line in explanation_lines(own.explain, markdown=False):
+            walk.say(line)
 
 
 def _measured(walk: Walk) -> str:
