@@ -76,18 +76,21 @@ def flagged_cases(results: dict[str, Any]) -> list[Flagged]:
     if not last_good:
         return []
     bad = str((results.get("environment") or {}).get("commit") or "")
-    slower = [case for case in results.get("cases", []) if _time_regressed(case)]
-    counted = [case for case in results.get("cases", []) if not _time_regressed(case) and _counts_regressed(case)]
-    if (slower or counted) and not _SHA.fullmatch(bad):
+    # Each flagged case, and whether its counts alone flagged it.
+    flagged = [
+        (case, not _time_regressed(case))
+        for case in results.get("cases", [])
+        if _time_regressed(case) or _counts_regressed(case)
+    ]
+    if flagged and not _SHA.fullmatch(bad):
         raise UserError(
             f"the night measured {bad or 'no commit'}, not a plain commit, so there is no range to bisect; run the "
             "nightly on a clean checkout"
         )
     good = str(last_good["commit"])
     return [
-        Flagged(c["combo"], c["preset"], int(c["batch_size"]), good, bad, _night_ends(c), by_counts=c in counted)
-        for c in results.get("cases", [])
-        if c in slower or c in counted
+        Flagged(c["combo"], c["preset"], int(c["batch_size"]), good, bad, _night_ends(c), by_counts=by_counts)
+        for c, by_counts in flagged
     ]
 
 
@@ -187,32 +190,34 @@ class Alarm:
                 say(f"{PROG}: {exc}")
                 continue
             found.files.append(path.name)
-            if status not in (0, bisect.BUDGET_SPENT):
-                section = json.loads(path.read_text())["bisect"]
-                if "culprit" in section:  # found by its counts before its own timing was interrupted
-                    where = {"range": {"good": good, "bad": bad}, "ends": section["steps"][0]}
-                    found.culprits.append({**section["culprit"], **where})
-                raise KeyboardInterrupt  # the walk wrote what it measured; the alarm writes what it found
             document = json.loads(path.read_text())
-            ends = document["bisect"]["steps"][0]
-            self.run_s = document["bisect"]["run_seconds"] or self.run_s
+            section = document["bisect"]
+            if status not in (0, bisect.BUDGET_SPENT):
+                if "culprit" in section:  # found by its counts before its own timing was interrupted
+                    found.culprits.append(_in_range(section["culprit"], section, good, bad))
+                raise KeyboardInterrupt  # the walk wrote what it measured; the alarm writes what it found
+            self.run_s = section["run_seconds"] or self.run_s
             if status == bisect.BUDGET_SPENT:
                 found.left = {**document["left"], "why": "the budget"}
-                section = document["bisect"]
                 found.left.update(_by_bisection(found.left, [*section["steps"], *section.get("counted", [])]))
                 break
-            culprit = document["bisect"]["culprit"]
+            culprit = _in_range(section["culprit"], section, good, bad)
             if case.by_counts:  # the commit where the counts moved: no share of a slowdown to account for
-                found.culprits.append({**culprit, "range": {"good": good, "bad": bad}, "ends": ends})
+                found.culprits.append(culprit)
                 break
-            rest = unexplained(ends, culprit)
-            found.culprits.append({**culprit, "range": {"good": good, "bad": bad}, "ends": ends, "unexplained": rest})
+            rest = unexplained(culprit["ends"], culprit)
+            found.culprits.append({**culprit, "unexplained": rest})
             # A range found slower ends the search among the alternatives; only its own remainders follow.
             ranges = []
             if rest["significant"]:
                 ranges += [(culprit["commit"], bad)] if culprit["commit"] != bad else []
                 ranges += [(good, culprit["parent"])] if culprit["parent"] != good else []
         return found
+
+
+def _in_range(culprit: dict[str, Any], section: dict[str, Any], good: str, bad: str) -> dict[str, Any]:
+    """A bisection's culprit with the range it was found in and that range's ends' step, as alarm.json keeps it."""
+    return {**culprit, "range": {"good": good, "bad": bad}, "ends": section["steps"][0]}
 
 
 def summary_section(cases: Sequence[CaseAlarm], budget: Budget, interrupted: bool = False) -> str:
