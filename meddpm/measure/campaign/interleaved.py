@@ -80,6 +80,7 @@ class Campaign:
         *,
         batch_size: int = 1,
         settings: CampaignSettings = CampaignSettings(),
+        before_first_iteration: Callable[[], None] | None = None,
     ):
         if not combos:
             raise UserError("no combos to measure")
@@ -95,6 +96,9 @@ class Campaign:
         self._own_bytes: dict[str, int] = {}
         self._gpu: Gpu | None = None
         self._gpu_note = ""
+        # Called once, after the first combo is built and before any iteration: a worker waits there for the one
+        # before it to exit (meddpm.measure.processes.launch), so that nothing else runs on the GPU beside them.
+        self._before_first_iteration = before_first_iteration
 
     def run(self, on_progress: Callable[[Progress], None] | None = None) -> dict[str, ComboResult]:
         """Build and warm up every combo, then time interleaved rounds; returns results by combo."""
@@ -170,6 +174,9 @@ class Campaign:
             warmup_ms.append(time_once(step, self.device))
             notify(Progress("warmup", combo.name, i + 1, warmup, f"{warmup_ms[-1] / 1e3:.1f} s"))
 
+        if self._before_first_iteration is not None:
+            self._before_first_iteration()
+            self._before_first_iteration = None
         counted = inductor_counters()
         recording_peak = warm_up(step, self.device, warmup, warm)
         graph_peak = None if recording_peak is None else recording_peak - before

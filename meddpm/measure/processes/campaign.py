@@ -55,6 +55,9 @@ class ProcessFailed(UserError):
 # The signals that end a run as Ctrl-C does (SIGHUP exists on POSIX only).
 _INTERRUPTING = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
 
+# How long a worker that wrote its results may take to exit (about 3 s on an H200) before it is killed.
+_EXIT_TIMEOUT_S = 120.0
+
 # Processes a side in an A/B run unless told otherwise: with the measured 0.3 % between-process
 # spread, five a side find 95 % of 1 % slowdowns (docs/statistics.md).
 AB_PROCESSES = 5
@@ -162,6 +165,9 @@ class ProcessCampaign:
         # The next turn's source, and its worker once started (meddpm.measure.processes.launch).
         self._ahead: StartedWorker | None = None
         self._next_source: Source | None = None
+        # The worker whose results were read and that may still be exiting, with the words that name it.
+        self._exiting: tuple[StartedWorker, str] | None = None
+        self._turn = ""  # the words that name the turn now running, as its failure would
         self.time_split = TimeSplit()  # where the workers' time went; a worker's own start-up included
 
     @property
@@ -204,10 +210,12 @@ class ProcessCampaign:
                     carried = may_carry and not disagreement
                     self._started.add(source.label)
                     started, sent = time.monotonic(), time.time()
+                    self._turn = which = f"measuring process {done + 1}/{planned}, of {source.label},"
                     try:
                         results = self._run_worker(source, pending, self.worker_settings(first, carried))
+                    except ProcessFailed:  # the one before it, failing at its exit
+                        raise
                     except UserError as exc:
-                        which = f"measuring process {done + 1}/{planned}, of {source.label},"
                         raise ProcessFailed(f"{which} failed: {exc}") from None
                     ended = time.time()
                     for result in results:
@@ -230,6 +238,7 @@ class ProcessCampaign:
                 pending = [c for c in pending if not self.reached_detectable(c)]
                 if not pending:
                     break
+            self._let_the_last_exit()
         return self.results
 
     def _may_carry(self, source: Source) -> bool:
@@ -302,6 +311,20 @@ class ProcessCampaign:
             if self._ahead is not None:
                 self._ahead.cancel()
                 self._ahead = None
+            if self._exiting is not None:  # its results are kept; a run cut short does not wait for its exit
+                self._exiting[0].cancel()
+                self._exiting = None
+
+    def _let_the_last_exit(self) -> None:
+        """Wait for the exit of the worker before the next turn's (its results were read); one that fails there
+        fails the run, as a worker failing before it wrote its results does (:class:`ProcessFailed`)."""
+        if self._exiting is None:
+            return
+        worker, which = self._exiting
+        self._exiting = None
+        ended = worker.end(_EXIT_TIMEOUT_S)
+        if ended.returncode != 0:
+            raise ProcessFailed(f"{which} failed after writing its results: {_last_error(ended.stderr)}")
 
     def _worker_for(self, source: Source) -> StartedWorker:
         """The worker started ahead for ``source``'s turn (the turn before it started it), else one started now;
@@ -331,9 +354,11 @@ class ProcessCampaign:
                 *("--preset", self.config.name, "--combos", ",".join(combos), "--device", str(self.device)),
                 *("--batch-size", str(self.batch_size), *worker_arguments(settings), "--out", str(out)),
             ]
-            proc = worker.run(job, self.timeout_s)
-            if proc.returncode != 0 or not out.exists():
-                raise UserError(_last_error(proc.stderr))
+            turn = worker.run(job, self.timeout_s, gpu_free=self._let_the_last_exit)
+            if not turn.written or not out.exists():
+                worker.cancel()
+                raise UserError(_last_error(turn.stderr))
+            self._exiting = (worker, self._turn)
             try:
                 document = load_one(out, WORKER_OUTPUT)
             except DocumentError as exc:
@@ -350,17 +375,20 @@ class ProcessCampaign:
 def outside_phases(results: Sequence[ComboResult], sent: float, ended: float) -> str:
     """What a worker spent outside every phase, from its clock (``process_clock``) and the parent's (``sent``: its job
     handed over; ``ended``: its results read back), as "; outside its phases: 0.1 s importing before its job, 1.2 s
-    setting up, 6.4 s writing, exiting and read back"; empty where the worker kept no clock. A worker not started
-    ahead (a run's first) imports everything in the first part."""
+    setting up, 0.9 s waiting for the one before to exit, 0.4 s writing and read back"; empty where the worker kept
+    no clock. A worker not started ahead (a run's first) imports everything in the first part; its exit, after its
+    results were read, overlaps the next worker's setting up."""
     clock = results[0].process_clock if results else {}
     if not clock:
         return ""
-    inside = clock["measured"] - clock["job"] - sum(sum(r.phase_s.values()) for r in results)
-    parts = (
+    waited = clock.get("waited", 0.0)
+    inside = clock["measured"] - clock["job"] - waited - sum(sum(r.phase_s.values()) for r in results)
+    parts = [
         (clock["job"] - sent, "importing before its job"),
         (inside, "setting up"),
-        (ended - clock["measured"], "writing, exiting and read back"),
-    )
+        (waited, "waiting for the one before to exit"),
+        (ended - clock["measured"], "writing and read back"),
+    ]
     return "; outside its phases: " + ", ".join(f"{max(0.0, s):.1f} s {what}" for s, what in parts)
 
 

@@ -3,18 +3,25 @@
 A worker spends its first seconds importing the harness, torch and the workload (about 10 s of a worker's wall
 time on an H100, docs/ci.md), and an A/B or a bisection runs its workers one after another: a
 :class:`StartedWorker` is started while the process before it measures, imports what it needs, and waits for its
-job on stdin before it touches the GPU. The measuring itself is never shared: the GPU runs one worker at a time.
+job on stdin. Its last seconds are its exit (Inductor's compile workers shut down, the CUDA context torn down:
+about 2.7 s of a `fast` process on an H200), so a worker says when its results are written (:data:`RESULTS_WRITTEN`)
+and the next one gets its job then: it builds its models while the one before exits, and waits on stdin for
+:data:`GPU_FREE`, sent once that one has ended, before its first iteration. The measuring itself is never shared:
+the GPU runs one worker's iterations at a time.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
 import signal
 import subprocess
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import meddpm
@@ -26,6 +33,10 @@ _PR_SET_PDEATHSIG = 1
 
 # The worker's switch that makes it read its job, one JSON list of arguments, from stdin before it measures.
 JOB_ON_STDIN = "--job-on-stdin"
+# Such a worker's line on stdout once its results are written and its GPU memory freed: what is left is its exit.
+RESULTS_WRITTEN = "meddpm-worker: results written"
+# The parent's line on such a worker's stdin once no other worker holds the GPU: it may run its first iteration.
+GPU_FREE = "gpu free"
 
 
 def harness_root() -> Path:
@@ -56,7 +67,15 @@ def run_to_the_end(cmd: list[str], cwd: Path, env: dict[str, str], timeout_s: fl
     """
     # A worker reads nothing; an interactive one must not wait on the terminal.
     with _start(cmd, cwd, env, stdin=subprocess.DEVNULL) as proc:
-        return _wait(proc, None, timeout_s)
+        return _wait(proc, timeout_s)
+
+
+@dataclass(frozen=True)
+class Turn:
+    """What a worker's turn gave back: whether its results were written, and what it wrote to stderr by then."""
+
+    written: bool
+    stderr: str
 
 
 class StartedWorker:
@@ -65,17 +84,78 @@ class StartedWorker:
     def __init__(self, workload: Path, python: str | None, env: Sequence[tuple[str, str]]):
         command = [*worker_command(workload, python), JOB_ON_STDIN]
         self._proc = _start(command, harness_root(), worker_environment(env), stdin=subprocess.PIPE)
+        self._written = False
+        self._turn_over = threading.Event()  # set once its results are written, or once it ended without them
+        self._stdout: list[str] = []
+        self._stderr: list[str] = []
+        # Both pipes are drained as the worker writes: a full pipe would stall it mid-measuring.
+        self._readers = [threading.Thread(target=self._read_stdout, daemon=True),
+                         threading.Thread(target=self._read_stderr, daemon=True)]  # fmt: skip
+        for reader in self._readers:
+            reader.start()
 
-    def run(self, job: Sequence[str], timeout_s: float) -> subprocess.CompletedProcess:
-        """Hand the worker ``job`` (its measuring arguments) and wait for its end, as :func:`run_to_the_end` does."""
-        with self._proc as proc:
-            return _wait(proc, json.dumps(list(job)) + "\n", timeout_s)
+    def run(self, job: Sequence[str], timeout_s: float, gpu_free: Callable[[], None]) -> Turn:
+        """Hand the worker ``job`` (its measuring arguments), let it run its iterations once ``gpu_free`` has
+        returned (the worker before it has ended), and wait until it has written its results (it may still be
+        exiting: :meth:`end`) or ended without them; a worker cut short (Ctrl-C, SIGTERM, the timeout) is killed
+        and reaped before this raises."""
+        try:
+            self._send(json.dumps(list(job)))
+            gpu_free()
+            self._send(GPU_FREE)
+            if not self._turn_over.wait(timeout_s):
+                raise subprocess.TimeoutExpired(self._proc.args, timeout_s)
+            if not self._written:  # it ended without them: all it wrote to stderr says why
+                self._reap()
+        except BaseException:
+            self.cancel()
+            raise
+        return Turn(self._written, "".join(self._stderr))
+
+    def end(self, timeout_s: float) -> subprocess.CompletedProcess:
+        """Wait for the worker's exit (it is killed after ``timeout_s``) and return its status and output."""
+        try:
+            self._proc.wait(timeout_s)
+        except BaseException:
+            self.cancel()
+            raise
+        self._reap()
+        return subprocess.CompletedProcess(
+            self._proc.args, self._proc.returncode, "".join(self._stdout), "".join(self._stderr)
+        )
 
     def cancel(self) -> None:
-        """End a worker that gets no job (the run stopped early, or was cut short); it never touched the GPU."""
-        with self._proc as proc:
-            proc.kill()
-            proc.wait()
+        """End the worker now: one that got no job never touched the GPU; one that did is killed mid-turn."""
+        self._proc.kill()
+        self._reap()
+
+    def _send(self, line: str) -> None:
+        try:
+            self._proc.stdin.write(line + "\n")
+            self._proc.stdin.flush()
+        except BrokenPipeError:  # it ended already: its end says why
+            pass
+
+    def _read_stdout(self) -> None:
+        for line in self._proc.stdout:
+            self._stdout.append(line)
+            if line.rstrip() == RESULTS_WRITTEN:
+                self._written = True
+                self._turn_over.set()
+        self._turn_over.set()  # it ended, with or without its results
+
+    def _read_stderr(self) -> None:
+        for line in self._proc.stderr:
+            self._stderr.append(line)
+
+    def _reap(self) -> None:
+        """Wait for the process (ending or killed), read its pipes to their end and close them."""
+        self._proc.wait()
+        for reader in self._readers:
+            reader.join()
+        for pipe in (self._proc.stdin, self._proc.stdout, self._proc.stderr):
+            with contextlib.suppress(OSError):  # stdin's buffer flushed into a pipe nobody reads any more
+                pipe.close()
 
 
 def _start(cmd: list[str], cwd: Path, env: dict[str, str], stdin: int) -> subprocess.Popen:
@@ -91,9 +171,9 @@ def _start(cmd: list[str], cwd: Path, env: dict[str, str], stdin: int) -> subpro
     )
 
 
-def _wait(proc: subprocess.Popen, job: str | None, timeout_s: float) -> subprocess.CompletedProcess:
+def _wait(proc: subprocess.Popen, timeout_s: float) -> subprocess.CompletedProcess:
     try:
-        stdout, stderr = proc.communicate(job, timeout=timeout_s)
+        stdout, stderr = proc.communicate(timeout=timeout_s)
     except BaseException:
         proc.kill()
         proc.wait()

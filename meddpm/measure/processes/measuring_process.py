@@ -22,6 +22,7 @@ from meddpm.errors import UserError
 from meddpm.measure.campaign.interleaved import Campaign
 from meddpm.measure.campaign.settings import CampaignSettings, add_worker_settings
 from meddpm.measure.machine.environment import environment
+from meddpm.measure.processes.launch import GPU_FREE, RESULTS_WRITTEN
 from meddpm.measure.processes.workload import workload_folder
 from meddpm.model.config import ModelConfig
 from meddpm.run.combos import get_combo
@@ -59,23 +60,40 @@ def import_ahead() -> None:
         import torch._inductor.runtime.triton_heuristics  # noqa: F401
 
 
-def main(argv: Sequence[str], *, schema: str) -> int:
-    """Measure the combos interleaved in this process and write one JSON document to ``--out``."""
-    job = time.time()
+def main(argv: Sequence[str], *, schema: str, handed_over: bool = False) -> int:
+    """Measure the combos interleaved in this process and write one JSON document to ``--out``.
+
+    ``handed_over``: a worker started ahead (:class:`~meddpm.measure.processes.launch.StartedWorker`) builds its
+    models while the worker before it exits, waits for :data:`~meddpm.measure.processes.launch.GPU_FREE` on stdin
+    before its first iteration, and says :data:`~meddpm.measure.processes.launch.RESULTS_WRITTEN` once its results
+    are written and its GPU memory freed, so that the next one starts then."""
+    clock = {"job": time.time(), "waited": 0.0}
     args = _parser().parse_args(argv)
     device = torch.device(args.device)
     if device.type == "cuda":
         torch.cuda.set_device(device)
+
+    def wait_for_gpu() -> None:
+        waiting = time.time()
+        if sys.stdin.readline().strip() != GPU_FREE:  # no go: the run ended before this process's turn
+            raise SystemExit(0)
+        clock["waited"] = time.time() - waiting
+
     combos = [get_combo(name) for name in args.combos.split(",")]
     campaign = Campaign(
-        ModelConfig.preset(args.preset), combos, device, batch_size=args.batch_size, settings=args.settings
+        ModelConfig.preset(args.preset),
+        combos,
+        device,
+        batch_size=args.batch_size,
+        settings=args.settings,
+        before_first_iteration=wait_for_gpu if handed_over else None,
     )
     try:
         results = campaign.run(lambda p: print(f"{p.phase} {p.combo} {p.done}/{p.total} {p.detail}", flush=True))
     except UserError as exc:
         print(f"UserError: {exc}", file=sys.stderr)
         return 2
-    clock = {"job": job, "measured": time.time()}
+    clock["measured"] = time.time()
     for result in results.values():
         result.process_clock = dict(clock)
     document = {
@@ -88,4 +106,6 @@ def main(argv: Sequence[str], *, schema: str) -> int:
     }
     args.out.write_text(json.dumps(document))
     campaign.close()
+    if handed_over:
+        print(RESULTS_WRITTEN, flush=True)
     return 0

@@ -7,8 +7,9 @@ workload it measures (the working tree, or a revision extracted for an A/B run o
 :mod:`meddpm.measure.processes.workload`). ``--check`` only drives that workload once, as the
 harness does (one iteration of the tiny preset on the CPU), and says whether it can. ``--job-on-stdin`` imports,
 then waits for the measuring arguments as one JSON list on stdin (none: it ends), so that a campaign can start it
-during the turn before its own (:mod:`meddpm.measure.processes.launch`). The worker and its JSON (schema
-``meddpm-worker/2``) are a protocol inside one tree only.
+during the turn before its own; such a worker then also waits on stdin for the GPU to be its own before its first
+iteration, and says on stdout when its results are written (:mod:`meddpm.measure.processes.launch`). The worker
+and its JSON (schema ``meddpm-worker/2``) are a protocol inside one tree only.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not line:  # no job: the run ended before this process's turn
             return 0
         rest = [*rest, *json.loads(line)]
-    return measuring_process.main(rest, schema=WORKER_SCHEMA)
+    return measuring_process.main(rest, schema=WORKER_SCHEMA, handed_over=chosen.job_on_stdin)
 
 
 if __name__ == "__main__":
