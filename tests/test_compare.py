@@ -3,6 +3,7 @@
 import json
 import math
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -138,3 +139,13 @@ def test_energy_blocks_run_in_each_sides_first_process_only_and_not_when_off(
     campaign.run()
     assert switches == expected
 
+
+def test_the_bench_and_the_suite_import_scipy_stats_only_when_they_judge():
+    # scipy.stats took 1-1.6 s of every bench and suite start, before any measuring; only a verdict needs it.
+    script = (
+        "import sys; import meddpm.bench.cli, meddpm.suite.plugin; print('scipy.stats' in sys.modules); "
+        "from meddpm.measure.statistics.compare import compare_processes; "
+        "compare_processes([1.0, 1.1], [1.0, 1.2]); print('scipy.stats' in sys.modules)"
+    )
+    shown = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert shown.stdout.split() == ["False", "True"], shown.stdout + shown.stderr

@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 # A slowdown has to clear this multiple of the measured between-process spread, and this floor,
 # before it counts: significance alone would flag harmless 0.2 % shifts on very quiet cards.
@@ -87,6 +86,8 @@ def compare_processes(
     # Welch-Satterthwaite degrees of freedom.
     df = (var_a + var_b) ** 2 / (var_a**2 / (len(a) - 1) + var_b**2 / (len(b) - 1))
     diff = a.mean() - b.mean()
+    from scipy import stats  # here, not above: its import (1-1.6 s) would delay every bench and suite start
+
     p = float(stats.t.sf(diff / se, df))
     half = stats.t.ppf(0.5 + confidence / 2, df) * se
     mde = math.expm1((stats.t.ppf(1 - alpha, df) + stats.t.ppf(power, df)) * se)
