@@ -18,6 +18,8 @@ from planted_repo import PACKAGE, git, make_repo, plant_harness_clock, set_clock
 
 from meddpm.errors import UserError
 from meddpm.judge.verdict import UNDER_THRESHOLD
+from meddpm.measure.processes import revision as revision_module
+from meddpm.measure.processes.sides import SAME, OtherSide
 from meddpm.suite.measuring import Measuring
 
 # A revision whose workload lacks what the harness imports: refused before measuring, naming where drivable ones begin.
@@ -310,3 +312,20 @@ def test_a_revision_missing_a_workload_room_is_refused_not_measured_with_the_har
     assert "has a workload this harness cannot drive (ModuleNotFoundError: the workload chosen has no meddpm.data" in (
         result.stderr
     ), result.stderr
+
+
+def test_a_revision_found_drivable_is_checked_once_a_process_for_what_side_b_runs_under(repo, monkeypatch):
+    """The suite checks an A/B's revision as it starts and again as its campaign begins: the second drive check
+    (a process importing torch, seconds) is not run; another environment for side B is checked anew."""
+    checks = []
+
+    def undrivable(tree, other=SAME):
+        checks.append(other)
+        return None
+
+    monkeypatch.setattr(revision_module, "undrivable", undrivable)
+    monkeypatch.setattr(revision_module, "_drivable", set())
+    for other in (SAME, SAME, OtherSide(env=(("MEDDPM_PLANTED", "1"),))):
+        with revision_module.revision("HEAD", repo, other=other) as source:
+            assert (source.workload / "meddpm").is_dir()
+    assert checks == [SAME, OtherSide(env=(("MEDDPM_PLANTED", "1"),))]

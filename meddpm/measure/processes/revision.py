@@ -38,6 +38,10 @@ from meddpm.measure.processes.workload import WORKLOAD_ROOMS
 
 THIS_TREE = "this tree"  # side A, the working tree as it is, in every label and A/B line
 
+# The commits this process found drivable, with what side B runs under: a drive check is a process that imports
+# torch and runs an iteration (seconds), and an A/B checked its revision before measuring, then again as it began.
+_drivable: set[tuple[str, OtherSide]] = set()
+
 
 class Undrivable(UserError):
     """A revision this harness cannot drive; ``reason`` says why, for a bisection that skips it and goes on."""
@@ -138,12 +142,13 @@ def revision(
     with signals_as_interrupt(), contextlib.ExitStack() as stack:
         try:
             tree = stack.enter_context(extracted(sha, root))
-            problem = undrivable(tree, other)
+            problem = None if (sha, other) in _drivable else undrivable(tree, other)
         except Undrivable as exc:  # no meddpm/, or a link out of it
             problem = exc.reason
         if problem is not None:
             where = f"; {drivable_from(sha, root, other)}" if reach else ""
             raise Undrivable(f"{option}: {rev} ({sha[:9]}) {problem}{where}", problem)
+        _drivable.add((sha, other))
         name, named = (sha[:9], sha[:9]) if sha.startswith(rev) else (rev, f"{rev} ({sha[:9]})")
         yield Source(other.label(named), tree, sha, other.python, other.env, name=name)
 
