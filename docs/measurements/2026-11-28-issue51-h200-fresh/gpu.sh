@@ -16,6 +16,7 @@
 #   counts       a bisection's counts processes (../2026-11-28-issue51-carried/counts_process.py) of `fast` at c00, c04,
 #                c05 and c08 of a night whose c05 plants five buffer passes a step (night_history.py, LAST=8 PLANT_AT=5
 #                PLANT_PASSES=5, in /tmp/plant), each process's seconds and counts (COUNTS_LIMIT, default 150 s)
+# STAMP=1 prefixes each line of the good and night stages' logs with its seconds (../2026-11-28-issue51-workers/stamp.py).
 # Logs, results and summaries under /tmp/carried (kept between calls on a warm machine), packed into
 # OUT/carried.tar.gz after every stage, with the card's state and the machine's uptime before each stage; each
 # stage's log is also written into OUT as it runs (the logged call was cut short by the device's time during the
@@ -35,7 +36,8 @@ card() {
 timed() {  # NAME LIMIT, then pytest's arguments; run in the scratch repository, its log also straight into OUT
   local name=$1 limit=$2 start=$SECONDS
   shift 2
-  (cd /tmp/night && timeout "$limit" python3 -m pytest perf_tests -m "$arch" "$@" -rfEs -p no:cacheprovider \
+  (cd /tmp/night && timeout "$limit" ${STAMP:+python3 "$repo/docs/measurements/2026-11-28-issue51-workers/stamp.py"} \
+    python3 -m pytest perf_tests -m "$arch" "$@" -rfEs -p no:cacheprovider \
     --perf-results-dir="$logs/$name") 2>&1 | tee "$OUT/$name.log" > "$logs/$name.log"
   echo "rc ${PIPESTATUS[0]} wall $((SECONDS - start)) s" | tee -a "$OUT/$name.log" >> "$logs/$name.log"
 }
