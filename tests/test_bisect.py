@@ -363,10 +363,19 @@ def test_a_budget_stops_a_walk_that_follows_the_counts_with_the_command_that_fin
     lines: list[str] = []
     assert _follow(planted, lines, budget=walk.Budget(35.0)) == bisect.BUDGET_SPENT
     assert lines[-1].endswith(
-        "--combos opt1 --preset tiny --batch-size 1 --follow-counts (2 counts processes and 2 A/B runs, about 140 s)"
+        "--combos opt1 --preset tiny --batch-size 1 --follow-counts (2 counts processes and 2 A/B runs, at least 140 s)"
     ), lines
     left = json.loads((planted / "b.json").read_text())["left"]
     assert left["by_counts"] is True and left["counts_processes"] == 2 and left["runs"] == 2
+
+
+def test_a_budget_is_checked_before_each_end_is_profiled(planted):
+    # Neither end brought its counts; each profile takes 10 planted seconds: the bad end's fits 15 s, the good's not.
+    PlantedCampaign.counts = _counts_from(10)
+    PlantedCampaign.run_seconds = 10.0
+    lines: list[str] = []
+    assert _follow(planted, lines, ends=_flat_night(counts=()), budget=walk.Budget(15.0)) == bisect.BUDGET_SPENT
+    assert PlantedCampaign.runs == [1] and lines[-1].startswith("budget: 10 s of 15 s spent"), lines
 
 
 def test_a_culprit_found_by_its_counts_is_written_when_its_timing_is_interrupted(planted):

@@ -114,7 +114,7 @@ def run_bisect(
             left = _left(first.seconds, runs) if first.seconds else f"{runs} A/B runs at most"
             say(f"{_step_line('step 1', first, cut)}; {left}")
             known: dict[str, Step] = {bad.sha: first}
-            guide = walk.ends_counts(first, good, bad)
+            guide = walk.ends_counts(first, good, bad, before_each=_counts_budget(walk, good, search))
             _halve(walk, search, good, cut, known, guide)
             own = _own_step(walk, search, good, known)
             if guide and not _carries_slowdown(own, cut, job.alpha):
@@ -215,7 +215,7 @@ def _halve(
         try:
             placed = None
             if guide:
-                _check_budget(walk, good, search, walk.counts_process_s, by_counts=cut is None)
+                _counts_budget(walk, good, search, by_counts=cut is None)()
                 placed = walk.place(commit, *guide, label, alone=cut is None)
             if placed is not None and placed.side is None and cut is None:
                 raise UserError(f"--bisect: {commit}'s profiled iteration counted nothing; its counts cannot place it")
@@ -251,7 +251,7 @@ def _follow_counts(walk: Walk, search: Search, first: Step, good: Commit, bad: C
         f"step 1: {bad} vs {good.sha[:9]}: ratio {c.ratio:.4f} [{c.ci_low:.4f}, {c.ci_high:.4f}] p {c.p_slower:.2g} "
         f"({measured}); the counts moved, so the walk follows them"
     )
-    guide = walk.ends_counts(first, good, bad, always=True)
+    guide = walk.ends_counts(first, good, bad, always=True, before_each=_counts_budget(walk, good, search, True))
     if guide is None or side_by_counts_alone(guide[1], guide[0]) != "bad":
         raise UserError(
             f"--bisect: {bad}'s counts for {job.combo} did not rise beyond {good}'s when profiled (the same, fewer, or "
@@ -329,7 +329,8 @@ def _check_budget(walk: Walk, good: Commit, search: Search, cost: float | None =
     if by_counts:
         processes, runs = _halvings(count), 2
         cost_s = processes * walk.counts_process_s + runs * run_s
-        plan = f"{processes} counts processes and {runs} A/B runs, about {cost_s:.0f} s"
+        # At least: each A/B run is priced at one round of processes, and one whose interval is too wide runs more.
+        plan = f"{processes} counts processes and {runs} A/B runs, at least {cost_s:.0f} s"
         flag = " --follow-counts"
     else:  # a bisection of what is left: its ends, its halvings, the culprit against its parent
         processes, runs = 0, 2 + _halvings(count)
@@ -352,6 +353,11 @@ def _check_budget(walk: Walk, good: Commit, search: Search, cost: float | None =
             **({"by_counts": True, "counts_processes": processes} if by_counts else {}),
         }
     )
+
+
+def _counts_budget(walk: Walk, good: Commit, search: Search, by_counts: bool = False) -> Callable[[], None]:
+    """The budget's check before a counts process (:func:`_check_budget`)."""
+    return lambda: _check_budget(walk, good, search, walk.counts_process_s, by_counts=by_counts)
 
 
 def _write(

@@ -180,18 +180,26 @@ class Walk:
         return counts
 
     def ends_counts(
-        self, first: Step, good: Commit, bad: Commit, always: bool = False
+        self,
+        first: Step,
+        good: Commit,
+        bad: Commit,
+        always: bool = False,
+        before_each: Callable[[], None] = lambda: None,
     ) -> tuple[list[dict[str, int]], list[dict[str, int]]] | None:
         """The ends' counts (good's, bad's) where they differ, so that counts can place the commits between them; an
         end whose counts its step did not bring (ends given by the night's A/B keep the bad end's only) gets one
-        profiled process of its own. None where they agree, or neither end was profiled (unless ``always``: a walk
-        that follows the counts profiles both): every halving is then an A/B run."""
+        profiled process of its own, after ``before_each`` (the budget's check). None where they agree, or neither
+        end was profiled (unless ``always``: a walk that follows the counts profiles both): every halving is then an
+        A/B run."""
         bad_counts, good_counts = first.counts
         if not (bad_counts or good_counts or always):
             return None
         if not bad_counts:
+            before_each()
             bad_counts = self.end_counts(bad, "bad", "the bad end's counts")
         if not good_counts:
+            before_each()
             good_counts = self.end_counts(good, "good", "the good end's counts")
         if not counts_moved(bad_counts, good_counts):
             return None
@@ -211,8 +219,10 @@ class Walk:
 
     @property
     def counts_process_s(self) -> float:
-        """The longest counts process so far (0 before one): what the next is taken to cost."""
-        return max((c.seconds for c in self.counted), default=0.0)
+        """What the next counts process is taken to cost: the longest so far, else one process of the first A/B run
+        the walk measured (0 before either)."""
+        longest = max((c.seconds for c in self.counted), default=0.0)
+        return longest or run_seconds(self.steps) / (2 * self.job.processes)
 
     def run_cost(self) -> float:
         """What the next A/B run is taken to cost: a round of the first the walk measured (run_seconds), else, before
