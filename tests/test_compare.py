@@ -11,7 +11,6 @@ import pytest
 
 from meddpm.judge.verdict import judge_processes
 from meddpm.measure.processes.campaign import Source, paired
-from meddpm.measure.processes.launch import Turn
 from meddpm.measure.statistics.compare import (
     THRESHOLD_FLOOR,
     between_process_spread,
@@ -112,13 +111,14 @@ def test_energy_blocks_run_in_each_sides_first_process_only_and_not_when_off(
             pass
 
         def run(self, job, timeout_s, gpu_free):
+            gpu_free()
             settings = json.loads(job[job.index("--settings") + 1])
             switches.append(str(int(settings["energy"])))
             assert settings["energy_error"] == 0.02
             out = Path(job[job.index("--out") + 1])
             document = {"schema": WORKER_SCHEMA, "harness": str(harness), "workload": str(tmp_path / "meddpm")}
             out.write_text(json.dumps({**document, "environment": {}, "results": []}))
-            return Turn(True, "")
+            return True
 
         def end(self, timeout_s):
             return subprocess.CompletedProcess([], 0, "", "")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -55,7 +56,8 @@ class ProcessFailed(UserError):
 # The signals that end a run as Ctrl-C does (SIGHUP exists on POSIX only).
 _INTERRUPTING = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
 
-# How long a worker that wrote its results may take to exit (about 3 s on an H200) before it is killed.
+# How long a worker that wrote its results may take to exit (about 3 s on an H200) before it is killed and the run
+# fails; the next worker waits for it before its first iteration.
 _EXIT_TIMEOUT_S = 120.0
 
 # Processes a side in an A/B run unless told otherwise: with the measured 0.3 % between-process
@@ -184,7 +186,8 @@ class ProcessCampaign:
         """Run the worker processes in turn; returns the first source's results by combo, pooled over its processes.
 
         Each turn's worker is started during the turn before it and waits, imported, for its job
-        (:class:`~meddpm.measure.processes.launch.StartedWorker`): the GPU still runs one process at a time.
+        (:class:`~meddpm.measure.processes.launch.StartedWorker`), and gets its job once the one before wrote its
+        results: the GPU still runs one process's iterations at a time.
 
         Each source's first process also measures energy, where the settings ask for it: one block a combo
         (about 12 s), not one a process, which would push a nightly run past 10 minutes; side B's takes the carried
@@ -308,12 +311,14 @@ class ProcessCampaign:
         try:
             yield
         finally:
-            if self._ahead is not None:
-                self._ahead.cancel()
-                self._ahead = None
-            if self._exiting is not None:  # its results are kept; a run cut short does not wait for its exit
-                self._exiting[0].cancel()
-                self._exiting = None
+            ahead, exiting = self._ahead, self._exiting
+            self._ahead = self._exiting = None
+            try:
+                if ahead is not None:
+                    ahead.cancel()
+            finally:
+                if exiting is not None:  # its results are kept; a run cut short does not wait for its exit
+                    exiting[0].cancel()
 
     def _let_the_last_exit(self) -> None:
         """Wait for the exit of the worker before the next turn's (its results were read); one that fails there
@@ -321,8 +326,12 @@ class ProcessCampaign:
         if self._exiting is None:
             return
         worker, which = self._exiting
-        self._exiting = None
-        ended = worker.end(_EXIT_TIMEOUT_S)
+        try:
+            ended = worker.end(_EXIT_TIMEOUT_S)  # killed, should it not end in time
+        except subprocess.TimeoutExpired:
+            raise ProcessFailed(f"{which} did not exit within {_EXIT_TIMEOUT_S:.0f} s of writing its results") from None
+        finally:
+            self._exiting = None
         if ended.returncode != 0:
             raise ProcessFailed(f"{which} failed after writing its results: {_last_error(ended.stderr)}")
 
@@ -354,11 +363,12 @@ class ProcessCampaign:
                 *("--preset", self.config.name, "--combos", ",".join(combos), "--device", str(self.device)),
                 *("--batch-size", str(self.batch_size), *worker_arguments(settings), "--out", str(out)),
             ]
-            turn = worker.run(job, self.timeout_s, gpu_free=self._let_the_last_exit)
-            if not turn.written or not out.exists():
-                worker.cancel()
-                raise UserError(_last_error(turn.stderr))
-            self._exiting = (worker, self._turn)
+            written = worker.run(job, self.timeout_s, gpu_free=self._let_the_last_exit)
+            self._exiting = (worker, self._turn)  # at once: a run cut short from here on ends it
+            if not written or not out.exists():
+                ended = worker.cancel()
+                self._exiting = None
+                raise UserError(_last_error(ended.stderr))
             try:
                 document = load_one(out, WORKER_OUTPUT)
             except DocumentError as exc:

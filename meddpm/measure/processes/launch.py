@@ -21,7 +21,6 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import meddpm
@@ -33,10 +32,13 @@ _PR_SET_PDEATHSIG = 1
 
 # The worker's switch that makes it read its job, one JSON list of arguments, from stdin before it measures.
 JOB_ON_STDIN = "--job-on-stdin"
-# Such a worker's line on stdout once its results are written and its GPU memory freed: what is left is its exit.
+# Such a worker's line on stdout once its results are written and its cached GPU memory released: what is left is
+# its exit (the CUDA context among it).
 RESULTS_WRITTEN = "meddpm-worker: results written"
 # The parent's line on such a worker's stdin once no other worker holds the GPU: it may run its first iteration.
 GPU_FREE = "gpu free"
+# How long a worker's pipes are read after it ended: a process it started may still hold them open.
+_PIPES_AFTER_EXIT_S = 5.0
 
 
 def harness_root() -> Path:
@@ -70,14 +72,6 @@ def run_to_the_end(cmd: list[str], cwd: Path, env: dict[str, str], timeout_s: fl
         return _wait(proc, timeout_s)
 
 
-@dataclass(frozen=True)
-class Turn:
-    """What a worker's turn gave back: whether its results were written, and what it wrote to stderr by then."""
-
-    written: bool
-    stderr: str
-
-
 class StartedWorker:
     """A worker process started ahead of its turn: it imports, then waits for :meth:`run` to hand it its job."""
 
@@ -94,23 +88,22 @@ class StartedWorker:
         for reader in self._readers:
             reader.start()
 
-    def run(self, job: Sequence[str], timeout_s: float, gpu_free: Callable[[], None]) -> Turn:
+    def run(self, job: Sequence[str], timeout_s: float, gpu_free: Callable[[], None]) -> bool:
         """Hand the worker ``job`` (its measuring arguments), let it run its iterations once ``gpu_free`` has
-        returned (the worker before it has ended), and wait until it has written its results (it may still be
-        exiting: :meth:`end`) or ended without them; a worker cut short (Ctrl-C, SIGTERM, the timeout) is killed
-        and reaped before this raises."""
+        returned (the worker before it has ended), and wait until it has written its results (True; it may still be
+        exiting: :meth:`end`) or ended without them (False: :meth:`cancel` returns what it said); a worker cut short
+        (Ctrl-C, SIGTERM, the timeout) is killed and reaped before this raises."""
         try:
             self._send(json.dumps(list(job)))
             gpu_free()
             self._send(GPU_FREE)
+            self._proc.stdin.close()  # it reads nothing more
             if not self._turn_over.wait(timeout_s):
                 raise subprocess.TimeoutExpired(self._proc.args, timeout_s)
-            if not self._written:  # it ended without them: all it wrote to stderr says why
-                self._reap()
         except BaseException:
             self.cancel()
             raise
-        return Turn(self._written, "".join(self._stderr))
+        return self._written
 
     def end(self, timeout_s: float) -> subprocess.CompletedProcess:
         """Wait for the worker's exit (it is killed after ``timeout_s``) and return its status and output."""
@@ -119,15 +112,13 @@ class StartedWorker:
         except BaseException:
             self.cancel()
             raise
-        self._reap()
-        return subprocess.CompletedProcess(
-            self._proc.args, self._proc.returncode, "".join(self._stdout), "".join(self._stderr)
-        )
+        return self._reap()
 
-    def cancel(self) -> None:
-        """End the worker now: one that got no job never touched the GPU; one that did is killed mid-turn."""
+    def cancel(self) -> subprocess.CompletedProcess:
+        """End the worker now (one that got no job never touched the GPU; one that did is killed mid-turn), and
+        return its status and output."""
         self._proc.kill()
-        self._reap()
+        return self._reap()
 
     def _send(self, line: str) -> None:
         try:
@@ -137,25 +128,34 @@ class StartedWorker:
             pass
 
     def _read_stdout(self) -> None:
-        for line in self._proc.stdout:
-            self._stdout.append(line)
-            if line.rstrip() == RESULTS_WRITTEN:
-                self._written = True
-                self._turn_over.set()
-        self._turn_over.set()  # it ended, with or without its results
+        try:
+            for line in self._proc.stdout:
+                self._stdout.append(line)
+                if line.rstrip() == RESULTS_WRITTEN:
+                    self._written = True
+                    self._turn_over.set()
+        finally:  # it ended, with or without its results (or this thread failed): nobody waits in vain
+            self._turn_over.set()
 
     def _read_stderr(self) -> None:
         for line in self._proc.stderr:
             self._stderr.append(line)
 
-    def _reap(self) -> None:
-        """Wait for the process (ending or killed), read its pipes to their end and close them."""
+    def _reap(self) -> subprocess.CompletedProcess:
+        """Wait for the process (ending or killed), read its pipes to their end and close them; its status and output.
+
+        A process of its own that it started may hold the pipes open after it ended: the readers are given a few
+        seconds, and pipes still being read are left to the garbage collector rather than closed under a reader."""
         self._proc.wait()
         for reader in self._readers:
-            reader.join()
-        for pipe in (self._proc.stdin, self._proc.stdout, self._proc.stderr):
-            with contextlib.suppress(OSError):  # stdin's buffer flushed into a pipe nobody reads any more
-                pipe.close()
+            reader.join(_PIPES_AFTER_EXIT_S)
+        if not any(reader.is_alive() for reader in self._readers):
+            for pipe in (self._proc.stdin, self._proc.stdout, self._proc.stderr):
+                with contextlib.suppress(OSError):  # stdin's buffer flushed into a pipe nobody reads any more
+                    pipe.close()
+        return subprocess.CompletedProcess(
+            self._proc.args, self._proc.returncode, "".join(self._stdout), "".join(self._stderr)
+        )
 
 
 def _start(cmd: list[str], cwd: Path, env: dict[str, str], stdin: int) -> subprocess.Popen:
@@ -167,6 +167,7 @@ def _start(cmd: list[str], cwd: Path, env: dict[str, str], stdin: int) -> subpro
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        errors="replace",  # a stray byte in a worker's output must not stop the thread reading it
         preexec_fn=_die_with_parent,
     )
 

@@ -66,7 +66,7 @@ def main(argv: Sequence[str], *, schema: str, handed_over: bool = False) -> int:
     ``handed_over``: a worker started ahead (:class:`~meddpm.measure.processes.launch.StartedWorker`) builds its
     models while the worker before it exits, waits for :data:`~meddpm.measure.processes.launch.GPU_FREE` on stdin
     before its first iteration, and says :data:`~meddpm.measure.processes.launch.RESULTS_WRITTEN` once its results
-    are written and its GPU memory freed, so that the next one starts then."""
+    are written and its cached GPU memory released, so that the next one starts then."""
     clock = {"job": time.time(), "waited": 0.0}
     args = _parser().parse_args(argv)
     device = torch.device(args.device)
@@ -106,6 +106,6 @@ def main(argv: Sequence[str], *, schema: str, handed_over: bool = False) -> int:
     }
     args.out.write_text(json.dumps(document))
     campaign.close()
-    if handed_over:
-        print(RESULTS_WRITTEN, flush=True)
+    if handed_over:  # on a line of its own, whatever the workload printed last
+        print("\n" + RESULTS_WRITTEN, flush=True)
     return 0
