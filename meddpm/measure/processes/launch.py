@@ -97,7 +97,8 @@ class StartedWorker:
             self._send(json.dumps(list(job)))
             gpu_free()
             self._send(GPU_FREE)
-            self._proc.stdin.close()  # it reads nothing more
+            with contextlib.suppress(OSError):  # it reads nothing more; one that ended already says why at its end
+                self._proc.stdin.close()
             if not self._turn_over.wait(timeout_s):
                 raise subprocess.TimeoutExpired(self._proc.args, timeout_s)
         except BaseException:
