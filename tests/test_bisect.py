@@ -292,6 +292,19 @@ def test_a_budget_prices_the_next_run_from_the_counts_processes_before_any_was_t
     assert json.loads((planted / "b.json").read_text())["left"]["run_seconds"] == 60.0
 
 
+def test_a_time_walk_checks_its_budget_before_it_profiles_an_end(planted):
+    # The budget is shared with an earlier bisection (as the nightly's alarm shares it) that spent all of it: the
+    # good end's counts process, the walk's first, does not start.
+    PlantedCampaign.counts = _counts_from(10)
+    lines: list[str] = []
+    budget = walk.Budget(30.0)
+    PlantedCampaign.now = 31.0
+    status = bisect.run_bisect(_job(), "c0..c16", planted / "b.json", lines.append, budget, ends=_night_ends())
+    assert status == bisect.BUDGET_SPENT and PlantedCampaign.runs == []
+    assert lines[-1].startswith("budget: 31 s of 30 s spent"), lines
+    assert json.loads((planted / "b.json").read_text())["left"]["commits"] == 16
+
+
 def _flat_night(counts=(AFTER,)) -> MeasuredEnds:
     """The night's ends with no slowdown between them, and the bad end's counts as the night profiled them."""
     return MeasuredEnds((100.0, 100.1, 99.9), (100.0, 100.1, 99.9), candidate_counts=counts)

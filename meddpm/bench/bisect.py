@@ -10,7 +10,6 @@ parent in the end. :mod:`meddpm.judge.bisection` decides; :mod:`meddpm.bench.wal
 from __future__ import annotations
 
 import argparse
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -18,7 +17,7 @@ from pathlib import Path
 import torch
 
 from meddpm.atomic import write_json_atomic
-from meddpm.bench.walk import EXTENSIONS, Bisection, Budget, Walk
+from meddpm.bench.walk import EXTENSIONS, Bisection, Budget, BudgetSpent, Walk, culprit_range, halvings
 from meddpm.errors import UserError
 from meddpm.judge.bisection import (
     Commit,
@@ -68,11 +67,11 @@ def first_parent_line(good: str, bad: str, root: Path) -> tuple[Commit, list[Com
 
 def plan_line(good: Commit, bad: Commit, count: int, processes: int) -> str:
     """The plan, before any measuring: how many A/B runs at most, of how many processes."""
-    halvings = _halvings(count)
-    runs = 2 + halvings
+    halved = halvings(count)
+    runs = 2 + halved
     return (
         f"bisect {good.sha[:9]}..{bad.sha[:9]}: {count} commit(s); at most {runs} A/B runs of {processes}+{processes} "
-        f"processes (the ends, {halvings} halving(s), the culprit against its parent), an ambiguous step up to "
+        f"processes (the ends, {halved} halving(s), the culprit against its parent), an ambiguous step up to "
         f"{EXTENSIONS} more rounds of {processes}+{processes}"
     )
 
@@ -114,7 +113,7 @@ def run_bisect(
             left = _left(first.seconds, runs) if first.seconds else f"{runs} A/B runs at most"
             say(f"{_step_line('step 1', first, cut)}; {left}")
             known: dict[str, Step] = {bad.sha: first}
-            guide = walk.ends_counts(first, good, bad, before_each=_counts_budget(walk, good, search))
+            guide = walk.ends_counts(first, good, bad, before_each=walk.counts_budget(good, search))
             _halve(walk, search, good, cut, known, guide)
             own = _own_step(walk, search, good, known)
             if guide and not _carries_slowdown(own, cut, job.alpha):
@@ -135,7 +134,7 @@ def run_bisect(
             say(f"interrupted after {len(walk.steps) + len(walk.counted)} step(s); what was measured is in {json_path}")
             say(f"where the time went: {walk.time_split.line(walk.wall_s)}")
             return 130
-        except _BudgetSpent as spent:
+        except BudgetSpent as spent:
             _write(json_path, job, env, good, bad, cut, walk, None, spent.left)
             return BUDGET_SPENT
     c = own.comparison
@@ -210,12 +209,13 @@ def _halve(
         label = f"step {walk.next_number()}"
         if commit.sha in known:  # timed before the walk went back to timing
             search.record(commit, known[commit.sha].side)
-            walk.say(f"{label}: {commit}: {known[commit.sha].side}, as its A/B run above; culprit in {_range(search)}")
+            side = known[commit.sha].side
+            walk.say(f"{label}: {commit}: {side}, as its A/B run above; culprit in {culprit_range(search)}")
             continue
         try:
             placed = None
             if guide:
-                _counts_budget(walk, good, search, by_counts=cut is None)()
+                walk.counts_budget(good, search, by_counts=cut is None)()
                 placed = walk.place(commit, *guide, label, alone=cut is None)
             if placed is not None and placed.side is None and cut is None:
                 raise UserError(f"--bisect: {commit}'s profiled iteration counted nothing; its counts cannot place it")
@@ -223,21 +223,21 @@ def _halve(
                 search.record(commit, placed.side)
                 walk.say(
                     f"{label}: {commit}: counts like the {placed.side} end's ({placed.seconds:.0f} s, one process); "
-                    f"culprit in {_range(search)}"
+                    f"culprit in {culprit_range(search)}"
                 )
                 continue
             if placed is not None:
                 walk.say(f"{label}: {commit}: counts like neither end's alone; timed against the good end")
-            _check_budget(walk, good, search)
+            walk.check_budget(good, search)
             step = walk.measure(commit, good, cut, label)
         except Undrivable as exc:
             search.skip(commit)
             walk.skipped.append((commit, exc.reason))
-            walk.say(f"{label}: {commit} skipped: it {exc.reason}; culprit in {_range(search)}")
+            walk.say(f"{label}: {commit} skipped: it {exc.reason}; culprit in {culprit_range(search)}")
             continue
         search.record(commit, step.side)
         known[commit.sha] = step
-        walk.say(_step_line(label, step, cut) + f"; culprit in {_range(search)}")
+        walk.say(_step_line(label, step, cut) + f"; culprit in {culprit_range(search)}")
 
 
 def _follow_counts(walk: Walk, search: Search, first: Step, good: Commit, bad: Commit, env: dict[str, object]) -> int:
@@ -251,7 +251,7 @@ def _follow_counts(walk: Walk, search: Search, first: Step, good: Commit, bad: C
         f"step 1: {bad} vs {good.sha[:9]}: ratio {c.ratio:.4f} [{c.ci_low:.4f}, {c.ci_high:.4f}] p {c.p_slower:.2g} "
         f"({measured}); the counts moved, so the walk follows them"
     )
-    guide = walk.ends_counts(first, good, bad, always=True, before_each=_counts_budget(walk, good, search, True))
+    guide = walk.ends_counts(first, good, bad, always=True, before_each=walk.counts_budget(good, search, True))
     if guide is None or side_by_counts_alone(guide[1], guide[0]) != "bad":
         raise UserError(
             f"--bisect: {bad}'s counts for {job.combo} did not rise beyond {good}'s when profiled (the same, fewer, or "
@@ -298,7 +298,7 @@ def _own_step(walk: Walk, search: Search, good: Commit, known: dict[str, Step]) 
     culprit, parent = search.culprit, search.parent_of_culprit(good)
     if parent == good and culprit.sha in known:
         return known[culprit.sha]
-    _check_budget(walk, good, search)
+    walk.check_budget(good, search)
     return walk.measure(culprit, parent, 1.0, "the culprit")
 
 
@@ -306,58 +306,6 @@ def _carries_slowdown(own: Step, cut: float, alpha: float) -> bool:
     """Whether a culprit the counts found is the slowdown a time bisection would have found: significantly slower than
     its parent, by at least half the range's slowdown (its ratio above the cut)."""
     return significantly_slower(own.comparison, alpha) and own.comparison.ratio > cut
-
-
-class _BudgetSpent(Exception):
-    """The budget has no room for the next A/B run; ``left`` says where the culprit lies and what finishing costs."""
-
-    def __init__(self, left: dict[str, object]):
-        super().__init__("budget spent")
-        self.left = left
-
-
-def _check_budget(walk: Walk, good: Commit, search: Search, cost: float | None = None, by_counts: bool = False) -> None:
-    """Raise :class:`_BudgetSpent`, after a line saying what is left, where the walk's next run would overrun its
-    budget: an A/B run (what :meth:`Walk.run_cost` says; 0 lets the first the walk measures run), or a counts
-    process of ``cost`` seconds. ``by_counts``: the walk follows the counts, and so does the command that finishes
-    it (its ends an A/B run, its halvings counts processes, then the culprit's own A/B run)."""
-    budget, job, run_s = walk.budget, walk.job, walk.run_cost()
-    if budget is None or budget.fits(run_s if cost is None else cost):
-        return
-    newest_good, oldest_bad = search.parent_of_culprit(good), search.culprit
-    count = len(search.suspects)
-    if by_counts:
-        processes, runs = _halvings(count), 2
-        cost_s = processes * walk.counts_process_s + runs * run_s
-        # At least: each A/B run is priced at one round of processes, and one whose interval is too wide runs more.
-        plan = f"{processes} counts processes and {runs} A/B runs, at least {cost_s:.0f} s"
-        flag = " --follow-counts"
-    else:  # a bisection of what is left: its ends, its halvings, the culprit against its parent
-        processes, runs = 0, 2 + _halvings(count)
-        plan, flag = f"at most {runs} A/B runs, about {runs * run_s:.0f} s", ""
-    walk.say(
-        f"budget: {budget.spent:.0f} s of {budget.seconds:.0f} s spent, and an A/B run takes about {run_s:.0f} s: "
-        f"stopped with the culprit in {_range(search)} ({count} commit(s)); finish with meddpm-bench --bisect "
-        f"{newest_good.sha[:12]}..{oldest_bad.sha[:12]} --combos {job.combo} --preset {job.config.name} --batch-size "
-        f"{job.batch_size}{flag} ({plan})"
-    )
-    raise _BudgetSpent(
-        {
-            "good": newest_good.sha,
-            "bad": oldest_bad.sha,
-            "commits": count,
-            "runs": runs,
-            "run_seconds": run_s,
-            "budget_seconds": budget.seconds,
-            "spent_seconds": budget.spent,
-            **({"by_counts": True, "counts_processes": processes} if by_counts else {}),
-        }
-    )
-
-
-def _counts_budget(walk: Walk, good: Commit, search: Search, by_counts: bool = False) -> Callable[[], None]:
-    """The budget's check before a counts process (:func:`_check_budget`)."""
-    return lambda: _check_budget(walk, good, search, walk.counts_process_s, by_counts=by_counts)
 
 
 def _write(
@@ -421,10 +369,6 @@ def _measured(walk: Walk) -> str:
     return f"{sum(step.seconds for step in [*walk.steps, *walk.counted]):.0f} s of measuring"
 
 
-def _halvings(count: int) -> int:
-    return math.ceil(math.log2(count)) if count > 1 else 0
-
-
 def _step_line(label: str, step: Step, cut: float) -> str:
     c = step.comparison
     n = f"{len(c.candidate_ms)}+{len(c.reference_ms)}"
@@ -433,11 +377,6 @@ def _step_line(label: str, step: Step, cut: float) -> str:
         f"{label}: {step.commit} vs {step.against.sha[:9]}: ratio {c.ratio:.4f} [{c.ci_low:.4f}, "
         f"{c.ci_high:.4f}] p {c.p_slower:.2g}, cut {cut:.4f}: {step.side} ({n} processes, {cost})"
     )
-
-
-def _range(search: Search) -> str:
-    first = search.commits[search.good + 1]
-    return f"{first.sha[:9]}..{search.culprit.sha[:9]}" if first != search.culprit else search.culprit.sha[:9]
 
 
 def _left(seconds_per_run: float, runs: int) -> str:

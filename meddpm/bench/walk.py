@@ -1,6 +1,7 @@
 """A bisection's measuring: what it measures (:class:`Bisection`), the seconds it may take (:class:`Budget`), and the
 walk that extracts each commit's workload once and measures it (:class:`Walk`): an A/B run against a commit for a
-halving, the ends and the culprit, or one profiled process for a commit's counts.
+halving, the ends and the culprit, or one profiled process for a commit's counts. The walk checks its budget before
+each run and, where the budget has no room for it, says what finishing would cost (:class:`BudgetSpent`).
 
 Every A/B run drives both commits' workloads with this tree's harness in alternating fresh processes
 (:class:`~meddpm.measure.processes.campaign.ProcessCampaign`), judged with the suite's statistics; workers share
@@ -11,6 +12,7 @@ instead of compiling again.
 from __future__ import annotations
 
 import contextlib
+import math
 import sys
 import time
 from collections.abc import Callable
@@ -25,6 +27,7 @@ from meddpm.judge.bisection import (
     Commit,
     CountedStep,
     MeasuredEnds,
+    Search,
     Side,
     Step,
     counts_moved,
@@ -79,6 +82,25 @@ class Budget:
     def fits(self, cost: float) -> bool:
         """Whether a run of ``cost`` seconds ends within the budget."""
         return self.spent + cost <= self.seconds
+
+
+class BudgetSpent(Exception):
+    """The budget has no room for the walk's next run; ``left`` says where the culprit lies and what finishing costs."""
+
+    def __init__(self, left: dict[str, object]):
+        super().__init__("budget spent")
+        self.left = left
+
+
+def halvings(count: int) -> int:
+    """The halvings that place a culprit among ``count`` commits."""
+    return math.ceil(math.log2(count)) if count > 1 else 0
+
+
+def culprit_range(search: Search) -> str:
+    """Where the culprit lies: "a1b2c3d4e..f6a7b8c9d", or the one commit left."""
+    first = search.commits[search.good + 1]
+    return f"{first.sha[:9]}..{search.culprit.sha[:9]}" if first != search.culprit else search.culprit.sha[:9]
 
 
 class Walk:
@@ -228,6 +250,48 @@ class Walk:
         """What the next A/B run is taken to cost: a round of the first the walk measured (run_seconds), else, before
         one, a run's processes each as long as the longest counts process; 0 where neither ran yet."""
         return run_seconds(self.steps) or 2 * self.job.processes * self.counts_process_s
+
+    def check_budget(self, good: Commit, search: Search, cost: float | None = None, by_counts: bool = False) -> None:
+        """Raise :class:`BudgetSpent`, after a line saying what is left, where the walk's next run would overrun its
+        budget: an A/B run (what :meth:`run_cost` says; 0 lets the first the walk measures run), or a counts process
+        of ``cost`` seconds. ``by_counts``: the walk follows the counts, and so does the command that finishes it (its
+        ends an A/B run, its halvings counts processes, then the culprit's own A/B run)."""
+        budget, job, run_s = self.budget, self.job, self.run_cost()
+        if budget is None or budget.fits(run_s if cost is None else cost):
+            return
+        newest_good, oldest_bad = search.parent_of_culprit(good), search.culprit
+        count = len(search.suspects)
+        if by_counts:
+            processes, runs = halvings(count), 2
+            cost_s = processes * self.counts_process_s + runs * run_s
+            # At least: each A/B run is priced at one round of processes, and one whose interval is too wide runs more.
+            plan = f"{processes} counts processes and {runs} A/B runs, at least {cost_s:.0f} s"
+            flag = " --follow-counts"
+        else:  # a bisection of what is left: its ends, its halvings, the culprit against its parent
+            processes, runs = 0, 2 + halvings(count)
+            plan, flag = f"at most {runs} A/B runs, about {runs * run_s:.0f} s", ""
+        self.say(
+            f"budget: {budget.spent:.0f} s of {budget.seconds:.0f} s spent, and an A/B run takes about {run_s:.0f} s: "
+            f"stopped with the culprit in {culprit_range(search)} ({count} commit(s)); finish with meddpm-bench "
+            f"--bisect {newest_good.sha[:12]}..{oldest_bad.sha[:12]} --combos {job.combo} --preset {job.config.name} "
+            f"--batch-size {job.batch_size}{flag} ({plan})"
+        )
+        raise BudgetSpent(
+            {
+                "good": newest_good.sha,
+                "bad": oldest_bad.sha,
+                "commits": count,
+                "runs": runs,
+                "run_seconds": run_s,
+                "budget_seconds": budget.seconds,
+                "spent_seconds": budget.spent,
+                **({"by_counts": True, "counts_processes": processes} if by_counts else {}),
+            }
+        )
+
+    def counts_budget(self, good: Commit, search: Search, by_counts: bool = False) -> Callable[[], None]:
+        """The budget's check before a counts process (:meth:`check_budget`)."""
+        return lambda: self.check_budget(good, search, self.counts_process_s, by_counts=by_counts)
 
     def next_number(self) -> int:
         """The next step's number: the ends are step 1, then each commit tried in turn, however it was decided."""
