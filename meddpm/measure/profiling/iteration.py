@@ -23,6 +23,7 @@ nothing behind when their block ends.
 from __future__ import annotations
 
 import os
+import warnings
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -44,6 +45,9 @@ LAUNCHES = "launches"
 BYTES_ALLOCATED = "bytes_allocated"
 FLOPS = "flops"
 _ALLOCATED = "allocated_bytes.all.allocated"  # the CUDA allocator's cumulative bytes allocated
+# Some PyTorch releases warn on every first profile of a process that events are cleared "at the end of each cycle",
+# though a profile without a schedule has one cycle (pytorch/pytorch#180387): nothing a user of ours can act on.
+_NO_CYCLES_WARNING = "Warning: Profiler clears events at the end of each cycle"
 
 
 @dataclass(frozen=True)
@@ -99,10 +103,12 @@ def profile_iteration(step: Callable[[], object], device: torch.device, flops: i
     if cuda:
         torch.cuda.synchronize(device)
         before = torch.cuda.memory_stats(device).get(_ALLOCATED, 0)
-    with module_scopes(step), profile(activities=activities, record_shapes=True, profile_memory=True) as prof:
-        step()
-        if cuda:
-            torch.cuda.synchronize(device)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=_NO_CYCLES_WARNING)
+        with module_scopes(step), profile(activities=activities, record_shapes=True, profile_memory=True) as prof:
+            step()
+            if cuda:
+                torch.cuda.synchronize(device)
     events = prof.events()
     records = prof.profiler.kineto_results.events()
     attribution = Attribution(events, KinetoDtypes(records))
