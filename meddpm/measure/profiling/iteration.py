@@ -22,8 +22,6 @@ nothing behind when their block ends.
 
 from __future__ import annotations
 
-import os
-import warnings
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +30,7 @@ import torch
 from torch.autograd import DeviceType
 
 from meddpm.measure.profiling.kernel_mix import GROUPS, group_of
+from meddpm.measure.profiling.quiet_profiler import quiet_profile
 from meddpm.measure.profiling.scopes import (
     Attribution,
     KinetoDtypes,
@@ -45,9 +44,6 @@ LAUNCHES = "launches"
 BYTES_ALLOCATED = "bytes_allocated"
 FLOPS = "flops"
 _ALLOCATED = "allocated_bytes.all.allocated"  # the CUDA allocator's cumulative bytes allocated
-# Some PyTorch releases warn on every first profile of a process that events are cleared "at the end of each cycle",
-# though a profile without a schedule has one cycle (pytorch/pytorch#180387): nothing a user of ours can act on.
-_NO_CYCLES_WARNING = "Warning: Profiler clears events at the end of each cycle"
 
 
 @dataclass(frozen=True)
@@ -92,23 +88,17 @@ def iteration_counts(rows: Sequence[ProfileRow], bytes_allocated: int | None, fl
 
 def profile_iteration(step: Callable[[], object], device: torch.device, flops: int | None = None) -> IterationProfile:
     """Profile one call of ``step`` (a warmed-up training iteration) on ``device``; ``flops``: its FLOPs, if known."""
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import ProfilerActivity
 
-    # Kineto prints "USDT: ... profiler_start" and "profiler_stop" on stderr for every profile on a CPU, at the
-    # highest of its levels: only a level above them (read when the profiler first starts) keeps stderr for our
-    # lines. A level the user set stays.
-    os.environ.setdefault("KINETO_LOG_LEVEL", "6")
     cuda = device.type == "cuda"
     activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])]
     if cuda:
         torch.cuda.synchronize(device)
         before = torch.cuda.memory_stats(device).get(_ALLOCATED, 0)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=_NO_CYCLES_WARNING)
-        with module_scopes(step), profile(activities=activities, record_shapes=True, profile_memory=True) as prof:
-            step()
-            if cuda:
-                torch.cuda.synchronize(device)
+    with module_scopes(step), quiet_profile(activities=activities, record_shapes=True, profile_memory=True) as prof:
+        step()
+        if cuda:
+            torch.cuda.synchronize(device)
     events = prof.events()
     records = prof.profiler.kineto_results.events()
     attribution = Attribution(events, KinetoDtypes(records))

@@ -36,6 +36,8 @@ from collections.abc import Callable
 import pandas as pd
 import torch
 
+from meddpm.measure.profiling.quiet_profiler import quiet_profile
+
 RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("triton", ("triton_",)),
     ("conv_wgrad", ("wgrad",)),
@@ -112,10 +114,10 @@ def profile_kernels(fn: Callable[[], object], iterations: int = 1) -> pd.DataFra
 
     One row per kernel name: total microseconds per iteration, launches per iteration, category.
     """
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import ProfilerActivity
 
     torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    with quiet_profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(iterations):
             fn()
         torch.cuda.synchronize()
