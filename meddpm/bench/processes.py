@@ -41,6 +41,7 @@ from meddpm.measure.processes.sides import OtherSide, interpreter, legend, parse
 from meddpm.measure.statistics.compare import between_process_spread
 from meddpm.model.config import ModelConfig
 from meddpm.report.explanation import explanation_lines, first_line
+from meddpm.report.outlying import outlying_processes, process_cards
 from meddpm.report.tables import format_table
 
 
@@ -240,7 +241,12 @@ def report(
     say(f"per-process medians ({campaign.sources[0].label}):")
     say(format_table(spread_table(campaign)))
     extras["process_medians_ms"] = process_medians(campaign)
+    cards = {combo: process_cards(campaign, combo) for combo in campaign.combos}
+    extras["process_cards"] = cards
+    apart = [sentence for combo, combo_cards in cards.items() for sentence in outlying_processes(combo, combo_cards)]
     if len(campaign.sources) == 1:
+        for sentence in apart:
+            say(sentence)
         return 0
     cases = ab_cases(campaign)
     verdicts = {combo: case.time for combo, case in cases.items()}
@@ -249,6 +255,8 @@ def report(
     say(f"A/B, {processes} processes a side{most}: {legend([tree.label, rev.label])}")
     say(sides_line(campaign.sides()))
     say(format_table(ab_table(cases, campaign.sources)))
+    for sentence in apart:  # after the legend, which names the sides
+        say(sentence)
     extras["comparisons"] = {
         combo: {"outcome": v.outcome, "threshold": v.tolerance, **v.comparison.as_dict()}
         for combo, v in verdicts.items()

@@ -75,6 +75,8 @@ class CaseRecord:
     outcome: str = "measured"  # then "ok", "regression", "improvement", an under-threshold change, "no baseline"...
     verdicts: list[Verdict] = field(default_factory=list)
     process_medians_ms: list[float] = field(default_factory=list)  # empty: measured in the pytest process
+    # Each worker process's median and the card's state over its rounds, both sides of an A/B (report.outlying).
+    process_cards: list[dict[str, Any]] = field(default_factory=list)
     run_counts: list[dict[str, int]] = field(default_factory=list)  # each run's counts of its profiled iteration
     run_profiles: list[list[ProfileRow]] = field(default_factory=list)  # each run's profiled rows, for saving
     run_module_bytes: list[dict[str, int]] = field(default_factory=list)  # each run's bytes kept per module
@@ -94,6 +96,7 @@ class CaseRecord:
             fraction_of_peak=self.result.tflops / peak if peak else None,
             verdicts=[v.message() for v in self.verdicts],
             process_medians_ms=self.process_medians_ms,
+            process_cards=self.process_cards,
             detectable_time_change=next((v.detectable for v in self.verdicts if v.metric == "time"), None),
             between_process_rel=between_process_spread(self.process_medians_ms),
             comparisons=[

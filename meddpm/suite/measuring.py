@@ -35,6 +35,7 @@ from meddpm.measure.processes.sides import sides_line
 from meddpm.measure.profiling.ncu import NcuProfile, NcuSettings, profile_combo
 from meddpm.measure.profiling.ncu_metrics import family_of
 from meddpm.model.config import ModelConfig
+from meddpm.report.outlying import process_cards
 from meddpm.report.tables import stop_reasons
 from meddpm.run.combos import get_combo
 from meddpm.suite.cases import CPU, CaseRecord, PerfCase
@@ -236,13 +237,15 @@ class Measuring:
 
     def result(self, case: PerfCase) -> ComboResult:
         """The measurement of ``case`` (running its campaign if needed), recorded for the summary."""
-        runs = self.campaign(case.on_gpu, case.preset, case.batch_size).measurements()[case.combo]
+        campaign = self.campaign(case.on_gpu, case.preset, case.batch_size)
+        runs = campaign.measurements()[case.combo]
         record = self.records.setdefault(
             case.id,
             CaseRecord(
                 case,
                 runs.pooled,
                 process_medians_ms=runs.process_medians_ms,
+                process_cards=process_cards(campaign, case.combo),
                 run_counts=runs.run_counts,
                 run_profiles=runs.run_profiles,
                 run_module_bytes=runs.run_module_bytes,

@@ -22,6 +22,7 @@ from meddpm.measure.machine import read_ahead
 from meddpm.measure.processes.revision import check_sides
 from meddpm.measure.processes.sides import legend
 from meddpm.report.explanation import case_first_line, explanation_lines
+from meddpm.report.outlying import outlying_processes
 from meddpm.report.tables import TERMINAL_TABLE, ddp_text, results_table
 from meddpm.suite.cases import CPU, PerfCase, RatioCase
 from meddpm.suite.options import add_options, inapplicable_options, parse_options
@@ -285,6 +286,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         for v in r.verdicts:
             if v.outcome not in ("unchanged", "not measured") or v.comparison is not None:
                 tr.write_line(v.message())
+        for sentence in outlying_processes(str(r.case.key), r.process_cards):
+            tr.write_line(sentence, yellow=True)
         if r.explain:
             tr.write_line(case_first_line(r.payload()), bold=True)
             for line in explanation_lines([row.as_dict() for row in r.explain], markdown=False):
