@@ -102,14 +102,15 @@ def _sentence(
         if card.get("temperature_max_c") is not None and temperatures
         else ""
     )
-    # A compute-bound step's time goes as one over the SM clock.
-    expected = typical / clock - 1
-    if expected * residual > 0 and abs(expected) >= abs(residual) / 2:
-        cause = "its clock accounts for it: the card, not the code"
-    elif abs(expected) >= abs(residual) / 2:
-        cause = "its clock moved the other way: not the card"
+    # A step's time moves at most as one over the SM clock, less where memory rather than the SMs bounds it: so
+    # this is the most of the process's difference its clock can explain.
+    share = (typical / clock - 1) / residual
+    if share <= 0:
+        cause = "its clock stayed or moved the other way: not the card; look at what the process ran (its kernels)"
+    elif share < 0.5:
+        cause = f"its clock can account for {share:.0%} of it at most: look at what the process ran (its kernels)"
     else:
-        cause = "its clock does not account for it: look at what the process ran (its kernels, its autotuning)"
+        cause = f"its clock can account for {min(share, 1):.0%} of it at most: the card may be why"
     return f"{head}; SM clock {clock:.0f} MHz on average against {typical:.0f} MHz{heat}: {cause}"
 
 
