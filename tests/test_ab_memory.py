@@ -8,7 +8,7 @@ import json
 from dataclasses import asdict
 
 import pytest
-import torch
+from planted_workers import planted_ab
 from test_campaign_runs import run_of
 
 from meddpm.bench.processes import ab_table
@@ -16,11 +16,8 @@ from meddpm.errors import UserError
 from meddpm.judge.ab import ab_cases
 from meddpm.judge.baseline import Tolerances
 from meddpm.judge.verdict import judge_memory_ab
-from meddpm.measure.campaign.protocol import Source
 from meddpm.measure.campaign.result import ComboResult
-from meddpm.measure.campaign.settings import CampaignSettings
-from meddpm.measure.processes.campaign import ProcessCampaign, result_from_dict
-from meddpm.model.config import ModelConfig
+from meddpm.measure.processes.campaign import result_from_dict
 from meddpm.suite.cases import CaseRecord, PerfCase
 from meddpm.suite.judging import Judging, StoredBaselines
 from meddpm.suite.summary import markdown_summary
@@ -30,30 +27,15 @@ GIB = 2**30
 
 def campaign_of(tmp_path, processes: int, peaks: dict[str, list[int | None]], reserved: dict[str, list[int]] | None):
     """An A/B of one combo whose planted workers report ``peaks[side][i]`` as process i's peak allocation."""
-    tree, rev = Source("working tree (abc)", tmp_path, "abc"), Source("HEAD (def)", tmp_path, "def")
-    campaign = ProcessCampaign(
-        ModelConfig.preset("tiny"),
-        ["amp_bf16"],
-        torch.device("cpu"),
-        batch_size=1,
-        settings=CampaignSettings(),
-        processes=processes,
-        sources=[tree, rev],
-    )
-    seen = {"work": 0, "HEAD": 0}
 
-    def worker(source: Source, combos: list[str], settings: CampaignSettings) -> list[ComboResult]:
-        side = source.label[:4]
-        i = seen[side]
-        seen[side] += 1
-        fields = {"peak_allocated_bytes": peaks[side][i]}
+    def result(side: str, i: int, combo: str) -> ComboResult:
+        key = {"A": "work", "B": "HEAD"}[side]
+        fields = {"peak_allocated_bytes": peaks[key][i]}
         if reserved:
-            fields["peak_reserved_bytes"] = reserved[side][i]
-        return [run_of(c, [100.0 + i * 0.1] * 3, **fields) for c in combos]
+            fields["peak_reserved_bytes"] = reserved[key][i]
+        return run_of(combo, [100.0 + i * 0.1] * 3, **fields)
 
-    campaign._run_worker = worker  # type: ignore[method-assign]
-    campaign.run()
-    return campaign
+    return planted_ab(tmp_path, ["amp_bf16"], processes, result)
 
 
 def test_a_peak_that_grew_by_a_fifth_fails_the_ab_though_time_did_not_move(tmp_path):

@@ -6,16 +6,13 @@ processes against 46.6-46.7 ms in the other five); nothing here reads a GPU.
 from __future__ import annotations
 
 import pytest
-import torch
+from planted_workers import planted_ab
 from test_campaign_runs import run_of
 
 from meddpm.bench.processes import report
-from meddpm.measure.campaign.protocol import Source
 from meddpm.measure.campaign.result import ComboResult
-from meddpm.measure.campaign.settings import CampaignSettings
 from meddpm.measure.machine.nvml import GpuState
 from meddpm.measure.processes.campaign import ProcessCampaign
-from meddpm.model.config import ModelConfig
 from meddpm.report.outlying import outlying_processes, process_card
 from meddpm.suite.cases import CaseRecord, PerfCase
 from meddpm.suite.measuring import process_cards
@@ -83,29 +80,12 @@ def state(sm_clock_mhz: int, temperature_c: int) -> GpuState:
 def night_campaign(tmp_path) -> ProcessCampaign:
     """An A/B of fast, three processes a side, whose planted workers read the night's medians; side B's second
     process with a faster, cooler card."""
-    tree, rev = Source("working tree (abc)", tmp_path, "abc"), Source("HEAD (def)", tmp_path, "def")
-    campaign = ProcessCampaign(
-        ModelConfig.preset("tiny"),
-        ["fast"],
-        torch.device("cpu"),
-        batch_size=1,
-        settings=CampaignSettings(),
-        processes=3,
-        sources=[tree, rev],
-    )
-    seen = {"work": 0, "HEAD": 0}
 
-    def worker(source: Source, combos: list[str], settings: CampaignSettings) -> list[ComboResult]:
-        side = source.label[:4]
-        i = seen[side]
-        seen[side] += 1
-        median = NIGHT["A" if side == "work" else "B"][i]
-        clock, heat = (1862, 54) if (side, i) == ("HEAD", 1) else (1785, 59)
-        return [run_of(c, [median] * 3, gpu_states=[state(clock, heat)] * 3) for c in combos]
+    def result(side: str, i: int, combo: str) -> ComboResult:
+        clock, heat = (1862, 54) if (side, i) == ("B", 1) else (1785, 59)
+        return run_of(combo, [NIGHT[side][i]] * 3, gpu_states=[state(clock, heat)] * 3)
 
-    campaign._run_worker = worker  # type: ignore[method-assign]
-    campaign.run()
-    return campaign
+    return planted_ab(tmp_path, ["fast"], 3, result)
 
 
 def test_the_suite_keeps_each_processs_card_in_its_results_and_says_the_one_apart(tmp_path):
