@@ -13,9 +13,8 @@ from meddpm.bench.processes import report
 from meddpm.measure.campaign.result import ComboResult
 from meddpm.measure.machine.nvml import GpuState
 from meddpm.measure.processes.campaign import ProcessCampaign
-from meddpm.report.outlying import outlying_processes, process_card
+from meddpm.report.outlying import outlying_processes, process_card, process_cards
 from meddpm.suite.cases import CaseRecord, PerfCase
-from meddpm.suite.measuring import process_cards
 from meddpm.suite.summary import markdown_summary
 
 NIGHT = {"A": [46.59, 46.73, 46.61], "B": [46.66, 44.80, 46.62]}
