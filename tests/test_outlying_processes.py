@@ -121,3 +121,9 @@ def test_the_bench_says_the_process_apart_after_its_ab_table_and_keeps_the_cards
     assert "fast: side B's process 2 read 44.8 ms, 3.9% below its side's median" in text
     assert text.index("A/B, 3 processes a side") < text.index("side B's process 2 read")  # the legend comes first
     assert [c["median_ms"] for c in extras["process_cards"]["fast"]] == [46.59, 46.73, 46.61, 46.66, 44.8, 46.62]
+
+
+def test_a_clock_nvml_read_as_zero_is_no_clock():
+    zero = cards(NIGHT, {"A": [1785] * 3, "B": [1785, 0, 1785]})
+    (line,) = outlying_processes("x", zero)
+    assert line.endswith("no clock was read")

@@ -176,3 +176,20 @@ def test_missing_or_unusable_results_are_one_line(tmp_path, capsys, plant, messa
     assert out == ""
     assert err.count("\n") == 1 and err.startswith("python -m meddpm.suite.pr_comment: error: ")
     assert message in err
+
+
+def test_a_process_apart_from_its_side_is_in_the_comment(tmp_path, capsys):
+    folder = _results(tmp_path, ("fast", 1.0))
+    document = json.loads((folder / "results.json").read_text())
+    medians = {"A": [46.59, 46.73, 46.61], "B": [46.66, 44.80, 46.62]}
+    document["cases"][0]["process_cards"] = [
+        {"side": side, "process": i + 1, "median_ms": m, "sm_clock_mean_mhz": 1785.0, "temperature_max_c": 59.0}
+        for side, side_medians in medians.items()
+        for i, m in enumerate(side_medians)
+    ]
+    (folder / "results.json").write_text(json.dumps(document))
+    text = _comment(folder, capsys)
+    section = text[text.index("Processes apart from their side") :]
+    assert "side B's process 2 read 44.8 ms, 3.9% below its side's median of 46.62 ms" in section
+    assert "its clock stayed or moved the other way: not the card" in section
+    assert "Processes apart" not in _comment(_results(tmp_path, ("fast", 1.0)), capsys)  # no cards, no section

@@ -93,7 +93,7 @@ def _sentence(
     )
     clock = card.get("sm_clock_mean_mhz")
     other_clocks = [c["sm_clock_mean_mhz"] for c in others if c.get("sm_clock_mean_mhz") is not None]
-    if clock is None or not other_clocks:
+    if not clock or not other_clocks:  # None, or 0 where NVML had no reading
         return f"{head}; no clock was read"
     typical = statistics.median(other_clocks)
     temperatures = [c["temperature_max_c"] for c in others if c.get("temperature_max_c") is not None]

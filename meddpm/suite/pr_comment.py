@@ -27,7 +27,7 @@ from meddpm.history.results import SUITE_RESULTS
 from meddpm.judge.verdict import FASTER_UNDER_THRESHOLD, SLOWER_UNDER_THRESHOLD
 from meddpm.measure.processes.sides import legend, sides_line
 from meddpm.report.explanation import case_first_line
-from meddpm.suite.summary import explained
+from meddpm.suite.summary import apart, explained
 from meddpm.versioned.loader import load_one
 
 MARKER = "<!-- meddpm-perf -->"
@@ -161,6 +161,7 @@ def pr_comment(results: Mapping[str, Any]) -> str:
     ]
     if failed:
         lines += ["Other verdicts that failed a case:", ""] + [f"- {v}" for v in failed] + [""]
+    lines += apart(results)
     lines += explained(results)
     if results.get("partial"):
         lines += ["The run was interrupted: the cases cut short are not in the table.", ""]
