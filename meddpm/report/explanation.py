@@ -187,6 +187,11 @@ def _cut(text: str, n: int) -> str:
     return text if len(text) <= n else text[: n - 3] + "..."
 
 
+def case_name(case: Mapping[str, Any]) -> str:
+    """A results document's case by its baseline key: ``preset/combo/bN``."""
+    return f"{case['preset']}/{case['combo']}/b{case['batch_size']}"
+
+
 def case_first_line(case: Mapping[str, Any]) -> str:
     """:func:`first_line` of a results file's case: its time comparison's change and interval, its peak memory
     verdict's change where memory moved the case, its ``explain`` rows."""
@@ -199,4 +204,4 @@ def case_first_line(case: Mapping[str, Any]) -> str:
          if m.get("metric") == "peak memory" and m.get("outcome") == "regression" and m.get("change") is not None),
         None,
     )  # fmt: skip
-    return first_line(f"{case['preset']}/{case['combo']}/b{case['batch_size']}", time, memory, case["explain"])
+    return first_line(case_name(case), time, memory, case["explain"])

@@ -26,7 +26,7 @@ from meddpm.errors import UserError, run_command
 from meddpm.history.results import SUITE_RESULTS
 from meddpm.judge.verdict import FASTER_UNDER_THRESHOLD, SLOWER_UNDER_THRESHOLD
 from meddpm.measure.processes.sides import legend, sides_line
-from meddpm.report.explanation import case_first_line
+from meddpm.report.explanation import case_first_line, case_name
 from meddpm.suite.summary import apart, explained
 from meddpm.versioned.loader import load_one
 
@@ -40,10 +40,6 @@ def _count(n: int, noun: str, plural: str) -> str:
 
 def _time_comparison(case: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return next((x for x in case.get("comparisons", []) if x.get("metric") == "time"), None)
-
-
-def _label(case: Mapping[str, Any]) -> str:
-    return f"{case['preset']}/{case['combo']}/b{case['batch_size']}"
 
 
 def _number(value: Any, fmt: str) -> str:
@@ -61,7 +57,7 @@ def ab_table(cases: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
         interval = f"[{_number(x['ci_low'], '.4f')}, {_number(x['ci_high'], '.4f')}]"
         rows.append(
             {
-                "case": _label(case),
+                "case": case_name(case),
                 "A median ms": _number(statistics.median(x["candidate_ms"]), ".4g"),
                 "B median ms": _number(statistics.median(x["reference_ms"]), ".4g"),
                 f"ratio A/B [{x.get('confidence', 0.95):.0%} interval]": f"{_number(x['ratio'], '.4f')} {interval}",

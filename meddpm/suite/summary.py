@@ -9,17 +9,13 @@ import pandas as pd
 from meddpm.judge.verdict import UNDER_THRESHOLD
 from meddpm.measure.campaign.time_split import TimeSplit
 from meddpm.measure.processes.sides import legend, sides_line
-from meddpm.report.explanation import case_first_line, explanation_lines
+from meddpm.report.explanation import case_first_line, case_name, explanation_lines
 from meddpm.report.outlying import outlying_processes
 from meddpm.report.tables import SUMMARY_TABLE, kernel_mix_table, ncu_table, results_table
 
 
 def _rounded(value: float | None, digits: int, scale: float = 1.0) -> float | None:
     return None if value is None else round(scale * value, digits)
-
-
-def _case_name(case: dict[str, Any]) -> str:
-    return f"{case['preset']}/{case['combo']}/b{case['batch_size']}"
 
 
 def _energy_table(cases: list[dict[str, Any]]) -> pd.DataFrame:
@@ -79,7 +75,7 @@ def explained(results: dict[str, Any]) -> list[str]:
 def attributed(results: dict[str, Any]) -> list[str]:
     """Markdown lines: whether the code or the machine moved each case, in a run against the last good run."""
     last_good = results.get("last_good")
-    rows = [{"case": _case_name(c), **c["attribution"]} for c in results["cases"]
+    rows = [{"case": case_name(c), **c["attribution"]} for c in results["cases"]
             if c.get("attribution")]  # fmt: skip
     if not last_good or not rows:
         return []
@@ -102,7 +98,7 @@ def apart(results: dict[str, Any]) -> list[str]:
     sentences = [
         sentence
         for c in results["cases"]
-        for sentence in outlying_processes(_case_name(c), c.get("process_cards") or [])
+        for sentence in outlying_processes(case_name(c), c.get("process_cards") or [])
     ]
     if not sentences:
         return []
@@ -157,7 +153,7 @@ def markdown_summary(results: dict[str, Any]) -> str:
         lines += ["Not guarded (nothing stored to judge against):", ""] + [f"- {u}" for u in unguarded] + [""]
     comparisons = [
         {
-            "case": _case_name(c),
+            "case": case_name(c),
             "ratio": round(x["ratio"], 4),
             "95 % interval": f"{x['ci_low']:.4f}-{x['ci_high']:.4f}",
             "p": f"{x['p_slower']:.2g}",
@@ -179,7 +175,7 @@ def markdown_summary(results: dict[str, Any]) -> str:
     lines += apart(results)
     energy = [
         {
-            "case": _case_name(c),
+            "case": case_name(c),
             "B J/iter" if ab else "reference J/iter": None if e["baseline"] is None else float(f"{e['baseline']:.4g}"),
             "A J/iter" if ab else "now J/iter": None if e["now"] is None else float(f"{e['now']:.4g}"),
             "change %": None if e["change"] is None else round(100 * e["change"], 1),
@@ -197,7 +193,7 @@ def markdown_summary(results: dict[str, Any]) -> str:
         lines += [f"Energy verdicts (reference: {against}):", "", pd.DataFrame(energy).to_markdown(index=False), ""]
     memory = [
         {
-            "case": _case_name(c),
+            "case": case_name(c),
             "metric": m["metric"],
             "B GiB" if ab else "reference GiB": None if m["baseline"] is None else round(m["baseline"], 3),
             "A GiB" if ab else "now GiB": None if m["now"] is None else round(m["now"], 3),
