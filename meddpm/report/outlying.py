@@ -58,8 +58,9 @@ def outlying_processes(subject: str, cards: Sequence[Mapping[str, Any]]) -> list
     for card in cards:
         by_side.setdefault(card["side"], []).append(card)
     read = {side: side_cards for side, side_cards in by_side.items() if len(side_cards) >= LEAST_SIDE}
+    medians = {side: statistics.median(c["median_ms"] for c in side_cards) for side, side_cards in read.items()}
     residuals = {
-        (side, card["process"]): card["median_ms"] / statistics.median(c["median_ms"] for c in side_cards) - 1
+        (side, card["process"]): card["median_ms"] / medians[side] - 1
         for side, side_cards in read.items()
         for card in side_cards
     }
@@ -73,8 +74,7 @@ def outlying_processes(subject: str, cards: Sequence[Mapping[str, Any]]) -> list
             residual = residuals[(side, card["process"])]
             if abs(residual) > bar:
                 others = [c for c in side_cards if c is not card]
-                median = statistics.median(c["median_ms"] for c in side_cards)
-                lines.append(_sentence(subject, card, residual, median, others, bar))
+                lines.append(_sentence(subject, card, residual, medians[side], others, bar))
     return lines
 
 
